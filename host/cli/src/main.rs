@@ -1,1 +1,174 @@
-fn main() {}
+//! `sluice`: run a host, deploy modules into it, call actors, build guests.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use sluice_cli::{admin, client, ingress};
+use sluice_runtime::Host;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A WebAssembly actor host with flow control"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a host for the app in APP_DIR and serve its ingress and admin API.
+    Run {
+        /// Folder with app-config.toml and the modules it names.
+        app_dir: PathBuf,
+        /// Ingress address.
+        #[arg(long, default_value = "127.0.0.1:7400")]
+        listen: SocketAddr,
+        /// Admin API address (loopback by default; elsewhere a token is required).
+        #[arg(long, default_value = "127.0.0.1:7401")]
+        admin_listen: SocketAddr,
+        /// Bearer token for the admin API.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
+        admin_token: Option<String>,
+    },
+    /// Load new or replaced modules into a running host without restarting it.
+    Deploy {
+        /// Folder with app-config.toml and the modules it names.
+        app_dir: PathBuf,
+        /// The host's admin API.
+        #[arg(long, default_value = "http://127.0.0.1:7401")]
+        host: String,
+        /// Bearer token for the admin API.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
+        token: Option<String>,
+    },
+    /// Ask an actor and print its reply.
+    Call(CallArgs),
+    /// Tell an actor (fire and forget).
+    Tell(CallArgs),
+    /// Show actor types, activations and queues of a running host.
+    Status {
+        /// The host's admin API.
+        #[arg(long, default_value = "http://127.0.0.1:7401")]
+        host: String,
+        /// Bearer token for the admin API.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
+        token: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct CallArgs {
+    /// TYPE/KEY of the actor.
+    actor: String,
+    /// The message type.
+    msg_type: String,
+    /// The payload (JSON by convention); empty when omitted.
+    payload: Option<String>,
+    /// The host's ingress.
+    #[arg(long, default_value = "http://127.0.0.1:7400")]
+    host: String,
+    /// The call's deadline in milliseconds.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// The principal the call is made for.
+    #[arg(long)]
+    principal: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Run {
+            app_dir,
+            listen,
+            admin_listen,
+            admin_token,
+        } => run(app_dir, listen, admin_listen, admin_token).await,
+        Cmd::Deploy {
+            app_dir,
+            host,
+            token,
+        } => {
+            client::deploy(&host, &app_dir, token.as_deref(), |m| println!("{m}")).await?;
+            println!("deployed");
+            Ok(())
+        }
+        Cmd::Call(a) => call("ask", a).await,
+        Cmd::Tell(a) => call("tell", a).await,
+        Cmd::Status { host, token } => {
+            println!("{}", client::status(&host, token.as_deref()).await?);
+            Ok(())
+        }
+    }
+}
+
+async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
+    let payload = a.payload.unwrap_or_default().into_bytes();
+    let out = client::call(
+        &a.host,
+        verb,
+        &a.actor,
+        &a.msg_type,
+        payload,
+        a.deadline_ms,
+        a.principal.as_deref(),
+    )
+    .await?;
+    let body = String::from_utf8_lossy(&out.body);
+    if (200..300).contains(&out.status) {
+        println!("{body}");
+        Ok(())
+    } else {
+        eprintln!("{body}");
+        bail!("{verb} failed with HTTP {}", out.status)
+    }
+}
+
+async fn run(
+    app_dir: PathBuf,
+    listen: SocketAddr,
+    admin_listen: SocketAddr,
+    admin_token: Option<String>,
+) -> anyhow::Result<()> {
+    if !admin_listen.ip().is_loopback() && admin_token.is_none() {
+        bail!(
+            "the admin API on {admin_listen} is not loopback: set --admin-token (or SLUICE_ADMIN_TOKEN)"
+        );
+    }
+    sluice_cli::metrics_export::handle();
+    let (host, app) = Host::from_app_dir(&app_dir, |_| {})
+        .await
+        .with_context(|| format!("starting app {}", app_dir.display()))?;
+    let ingress_l = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let admin_l = tokio::net::TcpListener::bind(admin_listen)
+        .await
+        .with_context(|| format!("binding {admin_listen}"))?;
+    println!(
+        "sluice: {} actor type(s) from {}",
+        app.supervisor.children.len(),
+        app_dir.display()
+    );
+    println!("sluice: ingress on http://{}", ingress_l.local_addr()?);
+    println!("sluice: admin on http://{}", admin_l.local_addr()?);
+    let ingress = axum::serve(ingress_l, ingress::router(host.clone()));
+    let admin = axum::serve(admin_l, admin::router(host.clone(), admin_token));
+    tokio::select! {
+        r = ingress => r?,
+        r = admin => r?,
+        _ = tokio::signal::ctrl_c() => { host.shutdown(); }
+    }
+    Ok(())
+}

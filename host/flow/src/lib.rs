@@ -1,1 +1,7 @@
-//! placeholder
+//! Pure flow-control logic for Sluice: no I/O, no clocks, no runtime.
+//!
+//! Every algorithm here is a state machine; time comes in as an argument (`now`) so the
+//! runtime, the outbox and the bus can share them and tests can drive them exactly.
+#![warn(missing_docs)]
+
+pub mod mailbox;

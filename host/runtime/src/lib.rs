@@ -1,1 +1,20 @@
-//! placeholder
+//! The Sluice host runtime: one wasmtime engine, actor types loaded from components, bounded
+//! mailboxes, sequential turns, tell/ask, supervision and deploy-without-restart.
+#![warn(missing_docs)]
+
+mod actor;
+mod bindings;
+pub mod config;
+mod engine;
+pub mod error;
+mod host;
+#[doc(hidden)]
+pub mod raw;
+mod registry;
+mod state;
+
+pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
+pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
+pub use host::{CallOptions, Host, TypeStatus};
+pub use registry::ActorId;
+pub use sluice_flow::mailbox::MailboxStrategy;

@@ -1,0 +1,113 @@
+//! Clients of the ingress and admin API, used by `sluice call|tell|deploy|status`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use sluice_runtime::AppConfig;
+
+use crate::admin::DeployRequest;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .build()
+        .expect("http client")
+}
+
+/// The outcome of an ask/tell over HTTP: status and body.
+pub struct CallOutcome {
+    /// HTTP status.
+    pub status: u16,
+    /// Response body.
+    pub body: Vec<u8>,
+}
+
+/// POSTs to the ingress: `verb` is `ask` or `tell`.
+pub async fn call(
+    base: &str,
+    verb: &str,
+    actor: &str,
+    msg_type: &str,
+    payload: Vec<u8>,
+    deadline_ms: Option<u64>,
+    principal: Option<&str>,
+) -> anyhow::Result<CallOutcome> {
+    let Some((ty, key)) = actor.split_once('/') else {
+        bail!("actor must be TYPE/KEY, got {actor:?}")
+    };
+    let url = format!(
+        "{}/actors/{ty}/{key}/{verb}/{msg_type}",
+        base.trim_end_matches('/')
+    );
+    let mut req = client().post(url).body(payload);
+    if let Some(d) = deadline_ms {
+        req = req.header(crate::ingress::DEADLINE_HEADER, d.to_string());
+    }
+    if let Some(p) = principal {
+        req = req.header(crate::ingress::PRINCIPAL_HEADER, p);
+    }
+    let resp = req.send().await.context("ingress unreachable")?;
+    Ok(CallOutcome {
+        status: resp.status().as_u16(),
+        body: resp.bytes().await?.to_vec(),
+    })
+}
+
+/// Deploys every child of the app in `dir` through the admin API at `base`, reporting each.
+pub async fn deploy(
+    base: &str,
+    dir: &Path,
+    token: Option<&str>,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<()> {
+    let app = AppConfig::load(dir)?;
+    for child in &app.supervisor.children {
+        let path = dir.join(&child.module);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        progress(&format!(
+            "deploying {} ({} bytes) as {}",
+            path.display(),
+            bytes.len(),
+            child.actor_type
+        ));
+        let body = DeployRequest {
+            child: child_json(child)?,
+            module_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+        };
+        let mut req = client()
+            .post(format!("{}/admin/deploy", base.trim_end_matches('/')))
+            .json(&body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.context("admin API unreachable")?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        if !status.is_success() {
+            bail!("deploying {} failed ({status}): {text}", child.actor_type);
+        }
+        progress(&format!("  {text}"));
+    }
+    Ok(())
+}
+
+fn child_json(child: &sluice_runtime::ChildSpec) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::to_value(child)?)
+}
+
+/// GETs `/admin/status`.
+pub async fn status(base: &str, token: Option<&str>) -> anyhow::Result<String> {
+    let mut req = client().get(format!("{}/admin/status", base.trim_end_matches('/')));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.context("admin API unreachable")?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        bail!("status failed ({status}): {text}");
+    }
+    Ok(text)
+}

@@ -1,0 +1,8 @@
+//! The `sluice` command's library half: the HTTP ingress, the admin API and their clients,
+//! so tests can serve a host in-process and the binary stays thin.
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod client;
+pub mod ingress;
+pub mod metrics_export;

@@ -1,0 +1,480 @@
+//! One activation: its bounded mailbox, and the task that runs its turns one at a time.
+//!
+//! Turns are sequential by construction: a single task owns the instance's `Store` and pops
+//! one message per turn. A trap, an interrupted turn or a memory-limit hit discards only this
+//! instance; the supervisor logic here restarts it within the child's restart intensity.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use sluice_flow::mailbox::{Mailbox, MailboxStrategy, Offer, ewma_micros, retry_after_ms};
+use tokio::sync::{Notify, oneshot};
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::bindings::{ActorWorld, wit};
+use crate::error::{ActorError, TellReceipt};
+use crate::host::HostInner;
+use crate::registry::{ActorId, ActorType, ModuleVersion};
+use crate::state::{StoreState, Turn, from_wit};
+
+/// A reply slot for `ask`; `started` tells a timed-out caller whether its turn ever ran.
+pub(crate) struct Reply {
+    pub tx: oneshot::Sender<Result<Vec<u8>, ActorError>>,
+    pub started: Arc<AtomicBool>,
+}
+
+/// A queued message.
+pub(crate) struct Message {
+    pub msg_type: String,
+    pub payload: Vec<u8>,
+    pub sender: Option<ActorId>,
+    pub principal: Arc<str>,
+    pub deadline: Option<Instant>,
+    pub enqueued: Instant,
+    pub reply: Option<Reply>,
+}
+
+impl Message {
+    fn answer(self, r: Result<Vec<u8>, ActorError>) {
+        if let Some(reply) = self.reply {
+            // The caller may have given up (timeout); that is not an error here.
+            let _ = reply.tx.send(r);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InboxState {
+    Open,
+    /// Deactivated: senders must look the actor up again (a fresh activation).
+    Closed,
+    /// The supervisor gave up: senders get `UNAVAILABLE` until the type is redeployed.
+    Stopped,
+}
+
+pub(crate) struct Inbox {
+    pub mb: Mailbox<Message>,
+    pub state: InboxState,
+}
+
+/// What the rest of the host holds of an activation.
+pub(crate) struct ActorCell {
+    pub id: ActorId,
+    pub ty: Arc<ActorType>,
+    pub inbox: Mutex<Inbox>,
+    pub notify: Notify,
+    /// Mean turn time, for the mailbox-full retry hint. Relaxed: a statistic.
+    pub mean_turn_us: AtomicU64,
+    /// Pending `schedule` timers.
+    pub timers: AtomicUsize,
+    /// Supervised instances are activated eagerly and never idle-deactivated.
+    pub eager: bool,
+    pub last_active: Mutex<Instant>,
+}
+
+/// Why an offer did not land in this cell.
+pub(crate) enum OfferError {
+    /// The cell was deactivated meanwhile; look it up again.
+    Closed,
+    Refused(ActorError),
+}
+
+impl ActorCell {
+    pub fn new(
+        id: ActorId,
+        ty: Arc<ActorType>,
+        capacity: usize,
+        strategy: MailboxStrategy,
+        eager: bool,
+    ) -> Self {
+        Self {
+            id,
+            ty,
+            inbox: Mutex::new(Inbox {
+                mb: Mailbox::new(capacity, strategy),
+                state: InboxState::Open,
+            }),
+            notify: Notify::new(),
+            mean_turn_us: AtomicU64::new(0),
+            timers: AtomicUsize::new(0),
+            eager,
+            last_active: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Offers the message `make` builds. The message is only built once it will be queued
+    /// (or displace another), so a refusal by a full `error` or `drop_newest` mailbox
+    /// allocates nothing. `make` is called at most once.
+    pub fn offer(&self, make: &mut dyn FnMut() -> Message) -> Result<TellReceipt, OfferError> {
+        let mut inbox = self.inbox.lock();
+        match inbox.state {
+            InboxState::Open => {}
+            InboxState::Closed => return Err(OfferError::Closed),
+            InboxState::Stopped => {
+                return Err(OfferError::Refused(ActorError::unavailable(
+                    "actor stopped by its supervisor (restart intensity exceeded)",
+                )));
+            }
+        }
+        if inbox.mb.is_full() {
+            match inbox.mb.strategy() {
+                MailboxStrategy::Error => {
+                    let depth = inbox.mb.len();
+                    drop(inbox);
+                    self.ty.metrics.refused.increment(1);
+                    let hint = retry_after_ms(depth, self.mean_turn_us.load(Ordering::Relaxed));
+                    return Err(OfferError::Refused(ActorError::mailbox_full(hint)));
+                }
+                MailboxStrategy::DropNewest => {
+                    drop(inbox);
+                    self.ty.metrics.dropped_newest.increment(1);
+                    return Ok(TellReceipt::DroppedNewest);
+                }
+                MailboxStrategy::DropOldest => {}
+            }
+        }
+        let out = match inbox.mb.offer(make()) {
+            Offer::Queued => TellReceipt::Queued,
+            Offer::DisplacedOldest(old) => {
+                self.ty.metrics.dropped_oldest.increment(1);
+                drop(inbox);
+                old.answer(Err(ActorError::new(
+                    crate::ErrorCode::ResourceExhausted,
+                    "message dropped from a full mailbox (strategy=drop_oldest)",
+                )));
+                self.notify.notify_one();
+                return Ok(TellReceipt::DisplacedOldest);
+            }
+            // Unreachable after the is_full check above; kept total for safety.
+            Offer::DroppedNewest(_) => TellReceipt::DroppedNewest,
+            Offer::Full(_) => return Err(OfferError::Refused(ActorError::mailbox_full(1))),
+        };
+        drop(inbox);
+        self.notify.notify_one();
+        Ok(out)
+    }
+
+    /// Messages queued now.
+    pub fn depth(&self) -> usize {
+        self.inbox.lock().mb.len()
+    }
+
+    fn pop(&self) -> Option<Message> {
+        self.inbox.lock().mb.pop()
+    }
+}
+
+/// A live instance.
+struct Live {
+    store: Store<StoreState>,
+    world: ActorWorld,
+    version: u64,
+}
+
+/// Marker error raised from the epoch callback when a turn overruns `max_turn_ms`.
+#[derive(Debug)]
+struct TurnInterrupted;
+
+impl std::fmt::Display for TurnInterrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("turn interrupted: exceeded max_turn_ms")
+    }
+}
+
+impl std::error::Error for TurnInterrupted {}
+
+/// Runs an activation until it is deactivated, stopped, or the host shuts down.
+pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
+    let mut live: Option<Live> = None;
+    let mut crashes: VecDeque<Instant> = VecDeque::new();
+    let idle = (!cell.eager && host.config.idle_deactivate_ms > 0)
+        .then(|| Duration::from_millis(host.config.idle_deactivate_ms));
+
+    if cell.eager {
+        let module = cell.ty.current();
+        match activate(&cell, &host, &module).await {
+            Ok(l) => live = Some(l),
+            Err(e) => {
+                tracing::warn!(actor = %cell.id, error = %e, "eager activation failed");
+                if !may_restart(&mut crashes, &module) {
+                    stop(&cell);
+                    return;
+                }
+            }
+        }
+    }
+
+    loop {
+        let Some(msg) = next(&cell, &host, idle).await else {
+            break;
+        };
+        let now = Instant::now();
+        if msg.deadline.is_some_and(|d| d <= now) {
+            // The caller has given up; running the turn would spend capacity on a reply
+            // nobody reads.
+            cell.ty.metrics.turns_skipped.increment(1);
+            msg.answer(Err(ActorError::deadline_exceeded(true)));
+            continue;
+        }
+        if let Some(r) = &msg.reply {
+            r.started.store(true, Ordering::Release);
+        }
+        cell.ty
+            .metrics
+            .queue_seconds
+            .record(now.duration_since(msg.enqueued).as_secs_f64());
+
+        let module = cell.ty.current();
+        if live.as_ref().is_some_and(|l| l.version != module.version) {
+            // A deploy happened: the previous turn finished on the old code; this one and
+            // every later one run on the new code.
+            live = None;
+        }
+        if live.is_none() {
+            match activate(&cell, &host, &module).await {
+                Ok(l) => live = Some(l),
+                Err(e) => {
+                    msg.answer(Err(e));
+                    if !may_restart(&mut crashes, &module) {
+                        stop(&cell);
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let l = live.as_mut().expect("activated above");
+        *cell.last_active.lock() = now;
+        host.inflight.fetch_add(1, Ordering::Relaxed);
+        let outcome = turn(l, &host, &msg).await;
+        host.inflight.fetch_sub(1, Ordering::Relaxed);
+        let took = now.elapsed();
+        cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
+        let prev = cell.mean_turn_us.load(Ordering::Relaxed);
+        cell.mean_turn_us.store(
+            ewma_micros(prev, took.as_micros() as u64),
+            Ordering::Relaxed,
+        );
+        match outcome {
+            TurnOutcome::Reply(r) => {
+                if r.is_ok() {
+                    cell.ty.metrics.turns_ok.increment(1);
+                } else {
+                    cell.ty.metrics.turns_err.increment(1);
+                }
+                msg.answer(r);
+            }
+            TurnOutcome::Crashed(e) => {
+                cell.ty.metrics.traps.increment(1);
+                tracing::warn!(actor = %cell.id, error = %e, "actor instance crashed; discarding it");
+                live = None;
+                msg.answer(Err(e));
+                if !may_restart(&mut crashes, &module) {
+                    stop(&cell);
+                    return;
+                }
+                cell.ty.metrics.restarts.increment(1);
+                // Restart now so `init` runs before the next message, as a supervisor would.
+                match activate(&cell, &host, &module).await {
+                    Ok(l) => live = Some(l),
+                    Err(e) => {
+                        tracing::warn!(actor = %cell.id, error = %e, "restart failed; will retry on the next message")
+                    }
+                }
+            }
+        }
+    }
+    drop(live);
+    cell.ty.metrics.deactivations.increment(1);
+}
+
+/// Waits for the next message; `None` when the activation should end.
+async fn next(cell: &Arc<ActorCell>, host: &HostInner, idle: Option<Duration>) -> Option<Message> {
+    loop {
+        if let Some(m) = cell.pop() {
+            return Some(m);
+        }
+        if host.is_shutting_down() {
+            return None;
+        }
+        // notify_one stores a permit when nobody waits, so a push between pop() and here
+        // is not lost.
+        match idle {
+            None => cell.notify.notified().await,
+            Some(d) => {
+                if tokio::time::timeout(d, cell.notify.notified())
+                    .await
+                    .is_err()
+                    && try_deactivate(cell)
+                {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Deactivates an idle cell unless a message slipped in. Lock order: type's cell map, then
+/// the inbox — the same order senders never hold both in, so this cannot deadlock.
+fn try_deactivate(cell: &Arc<ActorCell>) -> bool {
+    let mut cells = cell.ty.cells.lock();
+    let mut inbox = cell.inbox.lock();
+    if !inbox.mb.is_empty() {
+        return false;
+    }
+    inbox.state = InboxState::Closed;
+    if cells
+        .get(cell.id.key())
+        .is_some_and(|c| Arc::ptr_eq(c, cell))
+    {
+        cells.remove(cell.id.key());
+    }
+    true
+}
+
+/// The supervisor gave up: refuse new messages and fail the queued ones.
+fn stop(cell: &ActorCell) {
+    cell.ty.metrics.stopped.increment(1);
+    tracing::error!(actor = %cell.id, "restart intensity exceeded; actor stopped");
+    let queued: Vec<Message> = {
+        let mut inbox = cell.inbox.lock();
+        inbox.state = InboxState::Stopped;
+        inbox.mb.drain().collect()
+    };
+    for m in queued {
+        m.answer(Err(ActorError::unavailable(
+            "actor stopped by its supervisor (restart intensity exceeded)",
+        )));
+    }
+}
+
+/// Records a crash; false when the restart intensity (N in T) is exceeded.
+fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion) -> bool {
+    let now = Instant::now();
+    let window = Duration::from_millis(module.spec.restart_window_ms);
+    while crashes
+        .front()
+        .is_some_and(|t| now.duration_since(*t) > window)
+    {
+        crashes.pop_front();
+    }
+    crashes.push_back(now);
+    crashes.len() <= module.spec.max_restarts as usize
+}
+
+async fn activate(
+    cell: &ActorCell,
+    host: &Arc<HostInner>,
+    module: &ModuleVersion,
+) -> Result<Live, ActorError> {
+    let max_turn = Duration::from_millis(host.config.max_turn_ms);
+    let state = StoreState::new(
+        host.clone(),
+        cell.id.clone(),
+        &module.spec.wasi,
+        module.memory_limit,
+        max_turn,
+    );
+    let mut store = Store::new(&host.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_callback(|ctx| {
+        if ctx.data().turn_over_budget() {
+            return Err(wasmtime::Error::new(TurnInterrupted));
+        }
+        // Yield every tick so a long turn never monopolises a worker thread.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store.set_epoch_deadline(1);
+    store.data_mut().turn.started = Instant::now();
+    let world = match module.pre.instantiate_async(&mut store).await {
+        Ok(w) => w,
+        Err(e) => return Err(classify(&store, &cell.id, e, "instantiating")),
+    };
+    match world
+        .sluice_actor_actor()
+        .call_init(&mut store, &module.init_json)
+        .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(from_wit(e)),
+        Err(e) => return Err(classify(&store, &cell.id, e, "init")),
+    }
+    cell.ty.metrics.activations.increment(1);
+    Ok(Live {
+        store,
+        world,
+        version: module.version,
+    })
+}
+
+enum TurnOutcome {
+    Reply(Result<Vec<u8>, ActorError>),
+    Crashed(ActorError),
+}
+
+async fn turn(l: &mut Live, host: &HostInner, msg: &Message) -> TurnOutcome {
+    let now = Instant::now();
+    let env = wit::Envelope {
+        sender: msg.sender.as_ref().map(|s| s.to_string()),
+        msg_type: msg.msg_type.clone(),
+        payload: msg.payload.clone(),
+        principal: msg.principal.to_string(),
+        deadline_ms: msg
+            .deadline
+            .map(|d| d.saturating_duration_since(now).as_millis() as u64),
+    };
+    l.store.data_mut().turn = Turn {
+        started: now,
+        waited: Duration::ZERO,
+        deadline: msg.deadline,
+        principal: msg.principal.clone(),
+        max_turn: Duration::from_millis(host.config.max_turn_ms),
+    };
+    l.store.set_epoch_deadline(1);
+    match l
+        .world
+        .sluice_actor_actor()
+        .call_handle(&mut l.store, &env)
+        .await
+    {
+        Ok(Ok(bytes)) => TurnOutcome::Reply(Ok(bytes)),
+        Ok(Err(e)) => TurnOutcome::Reply(Err(from_wit(e))),
+        Err(e) => TurnOutcome::Crashed(classify(&l.store, &l.store.data().self_id, e, "handle")),
+    }
+}
+
+/// Turns a trap into the error the caller sees.
+fn classify(
+    store: &Store<StoreState>,
+    id: &ActorId,
+    e: wasmtime::Error,
+    phase: &str,
+) -> ActorError {
+    if store.data().limiter.hit {
+        let mb = store.data().limiter.limit >> 20;
+        return ActorError::new(
+            crate::ErrorCode::ResourceExhausted,
+            format!(
+                "actor {id} exceeded its memory limit of {mb} MiB during {phase}; instance restarted"
+            ),
+        );
+    }
+    if e.downcast_ref::<TurnInterrupted>().is_some() {
+        return ActorError::internal(format!(
+            "actor {id} interrupted: {phase} ran longer than max_turn_ms={}; instance restarted",
+            store.data().turn.max_turn.as_millis()
+        ));
+    }
+    let text = format!("{e:#}");
+    if text.contains("maximum concurrent") || text.contains("instance count") {
+        return ActorError::new(
+            crate::ErrorCode::ResourceExhausted,
+            format!("host at max_activations; cannot activate {id}"),
+        );
+    }
+    let first = text.lines().next().unwrap_or("trap").to_string();
+    ActorError::internal(format!("actor {id} trapped during {phase}: {first}"))
+}

@@ -1,0 +1,323 @@
+//! Configuration in two layers: serde structs for `app-config.toml`, and [`HostConfig`] with
+//! documented defaults for code.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sluice_flow::mailbox::MailboxStrategy;
+
+use crate::error::LoadError;
+
+/// Host-wide settings. Every field has a default; [`HostConfig::validate`] checks bounds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostConfig {
+    /// Live instances this host keeps at most (pool size). Default 1000.
+    pub max_activations: u32,
+    /// Linear-memory ceiling per actor instance, MiB, unless the child sets its own. Default 128.
+    pub memory_limit_mb: u64,
+    /// Wall time one turn may run (excluding awaits on `ask`) before it is interrupted. Default 10 s.
+    pub max_turn_ms: u64,
+    /// An idle keyed actor is deactivated after this long; 0 = never. Default 5 minutes.
+    pub idle_deactivate_ms: u64,
+    /// Default deadline stamped on external calls; 0 disables. Default 30 s.
+    pub call_timeout_ms: u64,
+    /// Largest payload accepted by tell/ask/dispatch/publish. Default 5 MiB.
+    pub max_payload_bytes: usize,
+    /// Pending `schedule` timers per actor. Default 1024.
+    pub max_timers_per_actor: usize,
+    /// Admission cap per actor unless its child sets `max_queued`; 0 = unlimited.
+    pub max_queued_per_actor: u64,
+    /// Admission cap on turns in flight host-wide; 0 = unlimited.
+    pub max_inflight_turns: u64,
+    /// Where compiled components are cached. Default: none (compile in memory every start).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            max_activations: 1000,
+            memory_limit_mb: 128,
+            max_turn_ms: 10_000,
+            idle_deactivate_ms: 300_000,
+            call_timeout_ms: 30_000,
+            max_payload_bytes: 5 * 1024 * 1024,
+            max_timers_per_actor: 1024,
+            max_queued_per_actor: 0,
+            max_inflight_turns: 0,
+            cache_dir: None,
+        }
+    }
+}
+
+impl HostConfig {
+    /// Rejects settings that cannot work.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: &str| Err(LoadError::Config(m.to_string()));
+        if self.max_activations == 0 || self.max_activations > 100_000 {
+            return bad("host.max_activations must be in 1..=100000");
+        }
+        if self.memory_limit_mb == 0 || self.memory_limit_mb > 4096 {
+            return bad("host.memory_limit_mb must be in 1..=4096");
+        }
+        if self.max_turn_ms == 0 {
+            return bad("host.max_turn_ms must be positive");
+        }
+        if self.max_payload_bytes == 0 {
+            return bad("host.max_payload_bytes must be positive");
+        }
+        Ok(())
+    }
+
+    /// The default call deadline, if enabled.
+    pub fn call_timeout(&self) -> Option<Duration> {
+        (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms))
+    }
+}
+
+/// What a guest may touch beyond the host imports. Everything is off by default.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WasiGrants {
+    /// Inherit the host's stdout/stderr.
+    pub stdio: bool,
+    /// Environment variables visible to the guest.
+    pub env: BTreeMap<String, String>,
+    /// Host directories to preopen: guest path → host path (read-only).
+    pub dirs: BTreeMap<String, PathBuf>,
+}
+
+/// One `[[supervisor.children]]` entry: an actor type, its module and its limits.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSpec {
+    /// A name for logs and the admin API.
+    pub name: String,
+    /// The type part of actor ids (`Type/key`).
+    pub actor_type: String,
+    /// Path to the component, relative to the app folder.
+    pub module: PathBuf,
+    /// Ordinary messages an instance's mailbox holds. Default 1024.
+    #[serde(default = "default_capacity")]
+    pub mailbox_capacity: usize,
+    /// `error` (default), `drop_oldest` or `drop_newest`.
+    #[serde(default = "default_strategy")]
+    pub mailbox_strategy: String,
+    /// Admission cap on this type's queues; none = the host's `max_queued_per_actor`.
+    #[serde(default)]
+    pub max_queued: Option<u64>,
+    /// Eagerly activated, supervised instances `Type/0` … `Type/(count-1)`.
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// Eagerly activated, supervised instances with these keys.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Restart intensity: at most this many restarts …
+    #[serde(default = "default_max_restarts")]
+    pub max_restarts: u32,
+    /// … within this window, else the instance is stopped. Default 5 in 10 s.
+    #[serde(default = "default_restart_window")]
+    pub restart_window_ms: u64,
+    /// Memory ceiling for this type, MiB.
+    #[serde(default)]
+    pub memory_limit_mb: Option<u64>,
+    /// Passed to the actor's `init` as JSON.
+    #[serde(default)]
+    pub init: Option<toml::Table>,
+    /// WASI capabilities granted to this type.
+    #[serde(default)]
+    pub wasi: WasiGrants,
+}
+
+fn default_capacity() -> usize {
+    1024
+}
+fn default_strategy() -> String {
+    "error".into()
+}
+fn default_max_restarts() -> u32 {
+    5
+}
+fn default_restart_window() -> u64 {
+    10_000
+}
+
+impl ChildSpec {
+    /// A spec with defaults for `actor_type` loaded from `module`.
+    pub fn new(actor_type: &str, module: impl Into<PathBuf>) -> Self {
+        Self {
+            name: actor_type.to_lowercase(),
+            actor_type: actor_type.to_string(),
+            module: module.into(),
+            mailbox_capacity: default_capacity(),
+            mailbox_strategy: default_strategy(),
+            max_queued: None,
+            count: None,
+            keys: Vec::new(),
+            max_restarts: default_max_restarts(),
+            restart_window_ms: default_restart_window(),
+            memory_limit_mb: None,
+            init: None,
+            wasi: WasiGrants::default(),
+        }
+    }
+
+    /// Sets the mailbox bound and strategy.
+    pub fn mailbox(mut self, capacity: usize, strategy: MailboxStrategy) -> Self {
+        self.mailbox_capacity = capacity;
+        self.mailbox_strategy = strategy.as_str().to_string();
+        self
+    }
+
+    /// Sets the restart intensity.
+    pub fn restarts(mut self, max: u32, window: Duration) -> Self {
+        self.max_restarts = max;
+        self.restart_window_ms = window.as_millis() as u64;
+        self
+    }
+
+    /// Sets the memory ceiling.
+    pub fn memory_limit_mb(mut self, mb: u64) -> Self {
+        self.memory_limit_mb = Some(mb);
+        self
+    }
+
+    /// Sets eager instances `Type/0..count`.
+    pub fn count(mut self, n: u32) -> Self {
+        self.count = Some(n);
+        self
+    }
+
+    /// Sets the `init` config.
+    pub fn init(mut self, table: toml::Table) -> Self {
+        self.init = Some(table);
+        self
+    }
+
+    /// Parsed mailbox strategy.
+    pub fn strategy(&self) -> Result<MailboxStrategy, LoadError> {
+        MailboxStrategy::parse(&self.mailbox_strategy).ok_or_else(|| {
+            LoadError::Config(format!(
+                "{}: mailbox_strategy must be error, drop_oldest or drop_newest, not {:?}",
+                self.name, self.mailbox_strategy
+            ))
+        })
+    }
+
+    /// The keys activated eagerly and kept alive.
+    pub fn eager_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = (0..self.count.unwrap_or(0))
+            .map(|i| i.to_string())
+            .collect();
+        keys.extend(self.keys.iter().cloned());
+        keys
+    }
+
+    /// The `init` table as a JSON string (`{}` when absent).
+    pub fn init_json(&self) -> String {
+        match &self.init {
+            Some(t) => serde_json::to_string(t).unwrap_or_else(|_| "{}".into()),
+            None => "{}".into(),
+        }
+    }
+
+    /// Rejects specs that cannot work.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        crate::registry::validate_type_name(&self.actor_type)
+            .map_err(|e| LoadError::Config(format!("{}: {e}", self.name)))?;
+        if self.mailbox_capacity == 0 {
+            return Err(LoadError::Config(format!(
+                "{}: mailbox_capacity must be positive",
+                self.name
+            )));
+        }
+        self.strategy()?;
+        Ok(())
+    }
+}
+
+/// The `[supervisor]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SupervisorConfig {
+    /// The supervised actor types.
+    pub children: Vec<ChildSpec>,
+}
+
+/// A whole `app-config.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppConfig {
+    /// Host settings.
+    pub host: HostConfig,
+    /// Actor types.
+    pub supervisor: SupervisorConfig,
+    /// The outbox's settings (see the outbox crate).
+    pub outbox: Option<toml::Table>,
+    /// The bus's settings.
+    pub bus: Option<toml::Table>,
+}
+
+impl AppConfig {
+    /// Parses `app-config.toml` text.
+    pub fn parse(text: &str) -> Result<Self, LoadError> {
+        let cfg: Self = toml::from_str(text).map_err(|e| LoadError::Config(e.to_string()))?;
+        cfg.host.validate()?;
+        for c in &cfg.supervisor.children {
+            c.validate()?;
+        }
+        Ok(cfg)
+    }
+
+    /// Reads `DIR/app-config.toml`.
+    pub fn load(dir: &Path) -> Result<Self, LoadError> {
+        let path = dir.join("app-config.toml");
+        let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_children_with_defaults_and_init_table() {
+        let cfg = AppConfig::parse(
+            r#"
+            [host]
+            call_timeout_ms = 500
+            [[supervisor.children]]
+            name = "config-server"
+            actor_type = "ConfigServer"
+            module = "config.wasm"
+            mailbox_capacity = 2
+            count = 3
+            init = { version = "2.1.0" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.host.call_timeout_ms, 500);
+        let c = &cfg.supervisor.children[0];
+        assert_eq!(c.mailbox_capacity, 2);
+        assert_eq!(c.strategy().unwrap(), MailboxStrategy::Error);
+        assert_eq!(c.eager_keys(), vec!["0", "1", "2"]);
+        assert_eq!(c.init_json(), r#"{"version":"2.1.0"}"#);
+    }
+
+    #[test]
+    fn rejects_unknown_strategy_and_unknown_fields() {
+        let e = AppConfig::parse(
+            "[[supervisor.children]]\nname='a'\nactor_type='A'\nmodule='a.wasm'\nmailbox_strategy='drop_all'",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("mailbox_strategy"), "{e}");
+        assert!(AppConfig::parse("[host]\nbogus = 1").is_err());
+    }
+}

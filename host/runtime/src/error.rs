@@ -1,0 +1,269 @@
+//! Typed errors: the Rust mirror of the WIT `actor-error`, and host-level load errors.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// The stable error codes of the guest contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// No room: full `error` mailbox, rate limit, memory limit.
+    ResourceExhausted,
+    /// The call's deadline passed.
+    DeadlineExceeded,
+    /// An admission cap refused the call.
+    Overloaded,
+    /// No such actor type.
+    NotFound,
+    /// The request is malformed: oversize payload, bad id, bad deadline.
+    InvalidArgument,
+    /// The actor or subsystem cannot serve now.
+    Unavailable,
+    /// The callee failed (trap) or raised an uncoded error.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The canonical upper-case prefix used in messages (`RESOURCE_EXHAUSTED`).
+    pub fn canonical(self) -> &'static str {
+        match self {
+            Self::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Self::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Self::Overloaded => "OVERLOADED",
+            Self::NotFound => "NOT_FOUND",
+            Self::InvalidArgument => "INVALID_ARGUMENT",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::Internal => "INTERNAL",
+        }
+    }
+
+    /// The WIT spelling (`resource-exhausted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ResourceExhausted => "resource-exhausted",
+            Self::DeadlineExceeded => "deadline-exceeded",
+            Self::Overloaded => "overloaded",
+            Self::NotFound => "not-found",
+            Self::InvalidArgument => "invalid-argument",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status the ingress answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::ResourceExhausted | Self::Overloaded => 429,
+            Self::DeadlineExceeded => 504,
+            Self::NotFound => 404,
+            Self::InvalidArgument => 400,
+            Self::Unavailable => 503,
+            Self::Internal => 500,
+        }
+    }
+}
+
+/// Which admission cap refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverloadScope {
+    /// The target actor's queue cap.
+    Actor,
+    /// The host-wide in-flight cap.
+    Host,
+}
+
+/// Details of an `Overloaded` refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overload {
+    /// Which cap.
+    pub scope: OverloadScope,
+    /// Queued plus running turns at the refusal.
+    pub depth: u64,
+    /// The cap.
+    pub limit: u64,
+}
+
+/// An error as guests and callers see it: a code, the canonical message, and details.
+///
+/// The message is rendered on demand (see `Display`), so building the common refusals
+/// (`mailbox_full`, `overloaded`, `deadline_exceeded`) allocates nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorError {
+    /// The stable code.
+    pub code: ErrorCode,
+    detail: Detail,
+    /// When retrying is likely to succeed.
+    pub retry_after_ms: Option<u64>,
+    /// For `DeadlineExceeded`: the queued turn was skipped and never ran.
+    pub skipped: bool,
+    /// For `Overloaded`.
+    pub overload: Option<Overload>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Detail {
+    /// Rendered as `CODE: detail` plus the standard suffixes.
+    Canonical(Cow<'static, str>),
+    /// A message that is already complete (a guest's own, or one that crossed a wire).
+    Verbatim(String),
+}
+
+impl ActorError {
+    /// An error whose message is `CODE: detail`.
+    pub fn new(code: ErrorCode, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            code,
+            detail: Detail::Canonical(detail.into()),
+            retry_after_ms: None,
+            skipped: false,
+            overload: None,
+        }
+    }
+
+    /// An error with a complete message of its own (kept byte for byte).
+    pub fn verbatim(code: ErrorCode, message: String) -> Self {
+        Self {
+            code,
+            detail: Detail::Verbatim(message),
+            retry_after_ms: None,
+            skipped: false,
+            overload: None,
+        }
+    }
+
+    /// A full `error`-strategy mailbox. Renders exactly as every guest sees it:
+    /// `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=N)`.
+    pub fn mailbox_full(retry_after_ms: u64) -> Self {
+        Self {
+            retry_after_ms: Some(retry_after_ms),
+            ..Self::new(ErrorCode::ResourceExhausted, "mailbox full")
+        }
+    }
+
+    /// The caller's deadline passed; `skipped` when the turn never ran.
+    pub fn deadline_exceeded(skipped: bool) -> Self {
+        let detail = if skipped {
+            "call-timeout (skipped: the queued turn never ran)"
+        } else {
+            "call-timeout (the turn may still be running)"
+        };
+        Self {
+            skipped,
+            ..Self::new(ErrorCode::DeadlineExceeded, detail)
+        }
+    }
+
+    /// An admission cap refused the call.
+    pub fn overloaded(scope: OverloadScope, depth: u64, limit: u64) -> Self {
+        Self {
+            overload: Some(Overload {
+                scope,
+                depth,
+                limit,
+            }),
+            ..Self::new(ErrorCode::Overloaded, "queue at capacity")
+        }
+    }
+
+    /// `NOT_FOUND: detail`.
+    pub fn not_found(detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::NotFound, detail)
+    }
+    /// `INVALID_ARGUMENT: detail`.
+    pub fn invalid_argument(detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, detail)
+    }
+    /// `UNAVAILABLE: detail`.
+    pub fn unavailable(detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::Unavailable, detail)
+    }
+    /// `INTERNAL: detail`.
+    pub fn internal(detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::Internal, detail)
+    }
+
+    /// Sets the retry hint.
+    pub fn with_retry_after(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
+        self
+    }
+
+    /// The canonical message.
+    pub fn message(&self) -> String {
+        self.to_string()
+    }
+
+    /// Whether the outbox relay should treat this as a capacity signal (AIMD halves).
+    pub fn is_capacity(&self) -> bool {
+        self.code == ErrorCode::ResourceExhausted && self.retry_after_ms.is_some()
+    }
+}
+
+impl fmt::Display for ActorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.detail {
+            Detail::Verbatim(m) => f.write_str(m),
+            Detail::Canonical(d) => {
+                write!(f, "{}: {d}", self.code.canonical())?;
+                if let Some(o) = &self.overload {
+                    let scope = match o.scope {
+                        OverloadScope::Actor => "actor",
+                        OverloadScope::Host => "host",
+                    };
+                    write!(f, " (scope={scope}, depth={}, limit={})", o.depth, o.limit)?;
+                }
+                if let Some(ms) = self.retry_after_ms {
+                    write!(f, " (retry_after_ms={ms})")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ActorError {}
+
+/// What became of a `tell`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TellReceipt {
+    /// Queued, nothing dropped.
+    Queued,
+    /// Queued after the mailbox's `drop_oldest` strategy discarded the oldest message.
+    DisplacedOldest,
+    /// The mailbox's `drop_newest` strategy discarded this message.
+    DroppedNewest,
+}
+
+/// Why a module could not be loaded. The host keeps serving everything else.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read module {path}: {source}")]
+    Io {
+        /// The module path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not a valid WebAssembly component (a core module, garbage, or a truncated file).
+    #[error("{name}: not a valid WebAssembly component: {reason}")]
+    Invalid {
+        /// Actor type or file name.
+        name: String,
+        /// The decoder's reason.
+        reason: String,
+    },
+    /// A valid component that does not fit the `sluice:actor` world (missing export, or an
+    /// import the host does not provide).
+    #[error("{name}: does not fit the sluice:actor@0.1.0 world: {reason}")]
+    Link {
+        /// Actor type or file name.
+        name: String,
+        /// What did not fit.
+        reason: String,
+    },
+    /// The app configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}

@@ -1,0 +1,527 @@
+//! The host: engine, registry and the tell/ask paths shared by the Rust API and guest imports.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::actor::{self, ActorCell, Message, OfferError, Reply};
+use crate::bindings::{ActorWorld, ActorWorldPre};
+use crate::config::{AppConfig, ChildSpec, HostConfig};
+use crate::engine::{ComponentCache, EpochTicker, build_engine};
+use crate::error::{ActorError, LoadError, TellReceipt};
+use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
+use crate::state::StoreState;
+
+/// How a call is made: its deadline, on whose behalf, from whom.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// Absolute deadline; `None` = the host's `call_timeout_ms` for external calls.
+    pub deadline: Option<Instant>,
+    /// Who the work is for; `None` = `system`.
+    pub principal: Option<Arc<str>>,
+    /// The calling actor, if any.
+    pub sender: Option<ActorId>,
+    /// True when made from inside a turn (non-empty call chain): never refused by admission
+    /// caps, and the deadline is inherited rather than defaulted.
+    pub internal: bool,
+}
+
+pub(crate) struct HostInner {
+    pub config: HostConfig,
+    pub engine: Engine,
+    linker: Linker<StoreState>,
+    cache: ComponentCache,
+    registry: Registry,
+    shutting_down: AtomicBool,
+    /// Turns running now, host-wide. Relaxed: a gauge read by admission, not a lock.
+    pub inflight: AtomicU64,
+    system: Arc<str>,
+    _ticker: EpochTicker,
+}
+
+impl HostInner {
+    pub fn cache(&self) -> &ComponentCache {
+        &self.cache
+    }
+
+    pub fn linker(&self) -> &Linker<StoreState> {
+        &self.linker
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    fn resolve_deadline(&self, opts: &CallOptions) -> Option<Instant> {
+        if opts.internal {
+            return opts.deadline;
+        }
+        let default = self.config.call_timeout().map(|d| Instant::now() + d);
+        match (opts.deadline, default) {
+            (Some(a), _) => Some(a),
+            (None, d) => d,
+        }
+    }
+
+    fn check_payload(&self, len: usize) -> Result<(), ActorError> {
+        if len > self.config.max_payload_bytes {
+            return Err(ActorError::invalid_argument(format!(
+                "payload of {len} bytes exceeds max_payload_bytes={}",
+                self.config.max_payload_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Finds (or activates) the cell for `id` and offers the message `make` builds, looking
+    /// again when a concurrent deactivation closed the cell it found.
+    fn deliver(
+        self: &Arc<Self>,
+        id: &ActorId,
+        make: &mut dyn FnMut() -> Message,
+    ) -> Result<TellReceipt, ActorError> {
+        let Some(ty) = self.registry.get(id.actor_type()) else {
+            return Err(ActorError::not_found("no such actor type on this host"));
+        };
+        if self.is_shutting_down() {
+            return Err(ActorError::unavailable("host is shutting down"));
+        }
+        loop {
+            let cell = self.cell(&ty, id, false);
+            match cell.offer(make) {
+                Ok(r) => return Ok(r),
+                Err(OfferError::Refused(e)) => return Err(e),
+                Err(OfferError::Closed) => continue,
+            }
+        }
+    }
+
+    /// The live cell for `id`, activating it (spawning its task) when there is none.
+    fn cell(self: &Arc<Self>, ty: &Arc<ActorType>, id: &ActorId, eager: bool) -> Arc<ActorCell> {
+        let mut cells = ty.cells.lock();
+        if let Some(c) = cells.get(id.key()) {
+            return c.clone();
+        }
+        let module = ty.current();
+        let cell = Arc::new(ActorCell::new(
+            id.clone(),
+            ty.clone(),
+            module.spec.mailbox_capacity,
+            module.strategy,
+            eager,
+        ));
+        cells.insert(Arc::from(id.key()), cell.clone());
+        drop(cells);
+        tokio::spawn(actor::run(cell.clone(), self.clone()));
+        cell
+    }
+
+    fn message(
+        &self,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: &CallOptions,
+        deadline: Option<Instant>,
+    ) -> Message {
+        Message {
+            msg_type,
+            payload,
+            sender: opts.sender.clone(),
+            principal: opts
+                .principal
+                .clone()
+                .unwrap_or_else(|| self.system.clone()),
+            deadline,
+            enqueued: Instant::now(),
+            reply: None,
+        }
+    }
+
+    pub fn tell_str(
+        self: &Arc<Self>,
+        to: &str,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<TellReceipt, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.tell(&id, msg_type, payload, opts)
+    }
+
+    pub fn tell<M: Into<String>>(
+        self: &Arc<Self>,
+        id: &ActorId,
+        msg_type: M,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<TellReceipt, ActorError> {
+        self.check_payload(payload.len())?;
+        let deadline = self.resolve_deadline(&opts);
+        let mut parts = Some((msg_type, payload));
+        self.deliver(id, &mut || {
+            let (t, p) = parts.take().expect("a message is built at most once");
+            self.message(t.into(), p, &opts, deadline)
+        })
+    }
+
+    pub async fn ask_str(
+        self: &Arc<Self>,
+        to: &str,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<Vec<u8>, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.ask(&id, msg_type, payload, opts).await
+    }
+
+    pub async fn ask(
+        self: &Arc<Self>,
+        id: &ActorId,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<Vec<u8>, ActorError> {
+        self.check_payload(payload.len())?;
+        if opts.sender.as_ref() == Some(id) {
+            return Err(ActorError::invalid_argument(
+                "an actor cannot ask itself: its turn would wait on itself",
+            ));
+        }
+        let deadline = self.resolve_deadline(&opts);
+        let (tx, rx) = oneshot::channel();
+        let started = Arc::new(AtomicBool::new(false));
+        let mut parts = Some((msg_type, payload, tx));
+        let receipt = self.deliver(id, &mut || {
+            let (t, p, tx) = parts.take().expect("a message is built at most once");
+            let mut m = self.message(t, p, &opts, deadline);
+            m.reply = Some(Reply {
+                tx,
+                started: started.clone(),
+            });
+            m
+        })?;
+        match receipt {
+            TellReceipt::Queued | TellReceipt::DisplacedOldest => {}
+            TellReceipt::DroppedNewest => {
+                return Err(ActorError::new(
+                    crate::ErrorCode::ResourceExhausted,
+                    "message dropped by a full mailbox (strategy=drop_newest)",
+                ));
+            }
+        }
+        let replied = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), rx).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(ActorError::deadline_exceeded(
+                        !started.load(Ordering::Acquire),
+                    ));
+                }
+            },
+            None => rx.await,
+        };
+        replied.unwrap_or_else(|_| Err(ActorError::unavailable("the actor ended before replying")))
+    }
+
+    /// Delivers `msg_type` to `id` itself after `delay`. Timer deliveries are internal: a full
+    /// mailbox re-arms them after the hint instead of losing them.
+    pub fn schedule(
+        self: &Arc<Self>,
+        id: &ActorId,
+        delay: Duration,
+        msg_type: String,
+        payload: Vec<u8>,
+        principal: Arc<str>,
+    ) -> Result<(), ActorError> {
+        self.check_payload(payload.len())?;
+        let ty = self
+            .registry
+            .get(id.actor_type())
+            .ok_or_else(|| ActorError::not_found("actor type gone"))?;
+        let cell = self.cell(&ty, id, false);
+        let max = self.config.max_timers_per_actor;
+        if cell.timers.fetch_add(1, Ordering::Relaxed) >= max {
+            cell.timers.fetch_sub(1, Ordering::Relaxed);
+            return Err(ActorError::new(
+                crate::ErrorCode::ResourceExhausted,
+                format!("{max} timers already pending for {id} (max_timers_per_actor)"),
+            ));
+        }
+        let host = self.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let opts = CallOptions {
+                principal: Some(principal),
+                internal: true,
+                ..Default::default()
+            };
+            loop {
+                if host.is_shutting_down() {
+                    break;
+                }
+                // A turn started on the actor's own clock gets the default deadline.
+                let deadline = host.config.call_timeout().map(|d| Instant::now() + d);
+                let mut make = || host.message(msg_type.clone(), payload.clone(), &opts, deadline);
+                match host.deliver(&id, &mut make) {
+                    Err(e) if e.is_capacity() => {
+                        tokio::time::sleep(Duration::from_millis(
+                            e.retry_after_ms.unwrap_or(10).max(10),
+                        ))
+                        .await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(actor = %id, error = %e, "scheduled message not delivered");
+                        break;
+                    }
+                    Ok(_) => break,
+                }
+            }
+            cell.timers.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(())
+    }
+
+    async fn deploy(self: &Arc<Self>, spec: ChildSpec, bytes: Vec<u8>) -> Result<u64, LoadError> {
+        spec.validate()?;
+        let strategy = spec.strategy()?;
+        let name = spec.actor_type.clone();
+        let cache = self.cache.clone();
+        let n = name.clone();
+        let component = tokio::task::spawn_blocking(move || cache.load(&n, &bytes))
+            .await
+            .map_err(|e| LoadError::Config(format!("compile task failed: {e}")))??;
+        let link = |e: wasmtime::Error| LoadError::Link {
+            name: name.clone(),
+            reason: format!("{e:#}"),
+        };
+        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
+        let pre = ActorWorldPre::new(pre).map_err(link)?;
+        let memory_mb = spec.memory_limit_mb.unwrap_or(self.config.memory_limit_mb);
+        let module = ModuleVersion {
+            version: 1,
+            pre,
+            strategy,
+            init_json: spec.init_json(),
+            memory_limit: (memory_mb as usize) << 20,
+            spec: spec.clone(),
+        };
+        let (ty, version) = self.registry.insert_or_replace(&name, module);
+        // A stopped actor gets a fresh start with new code.
+        ty.cells
+            .lock()
+            .retain(|_, c| c.inbox.lock().state != actor::InboxState::Stopped);
+        for key in spec.eager_keys() {
+            let id = ActorId::new(&name, &key).map_err(|e| LoadError::Config(e.to_string()))?;
+            self.cell(&ty, &id, true);
+        }
+        tracing::info!(actor_type = %name, version, "module deployed");
+        Ok(version)
+    }
+}
+
+/// A running Sluice host. Cheap to clone; all clones share one engine and registry.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+/// What `status` reports per actor type.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TypeStatus {
+    /// The type name.
+    pub actor_type: String,
+    /// Current module version (increments per deploy).
+    pub version: u64,
+    /// Live activations.
+    pub active: usize,
+    /// Messages queued across activations.
+    pub queued: usize,
+    /// Activations stopped by their supervisor.
+    pub stopped: usize,
+}
+
+impl Host {
+    /// Starts a host (engine, epoch ticker, linker). Must run inside a tokio runtime.
+    pub fn new(config: HostConfig) -> anyhow::Result<Self> {
+        config.validate()?;
+        let engine = build_engine(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        let cache = ComponentCache::new(engine.clone(), config.cache_dir.clone());
+        let ticker = EpochTicker::start(engine.clone());
+        Ok(Self {
+            inner: Arc::new(HostInner {
+                config,
+                engine,
+                linker,
+                cache,
+                registry: Registry::default(),
+                shutting_down: AtomicBool::new(false),
+                inflight: AtomicU64::new(0),
+                system: Arc::from("system"),
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// Starts a host for the app in `dir` and deploys every child of its config.
+    pub async fn from_app_dir(
+        dir: &Path,
+        mut overrides: impl FnMut(&mut HostConfig),
+    ) -> anyhow::Result<(Self, AppConfig)> {
+        let app = AppConfig::load(dir)?;
+        let mut cfg = app.host.clone();
+        if cfg.cache_dir.is_none() {
+            cfg.cache_dir = Some(dir.join(".sluice").join("cache"));
+        }
+        overrides(&mut cfg);
+        let host = Self::new(cfg)?;
+        for child in &app.supervisor.children {
+            host.deploy_file(child.clone(), dir).await?;
+        }
+        Ok((host, app))
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<HostInner> {
+        &self.inner
+    }
+
+    /// The host's settings.
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.config
+    }
+
+    /// Loads (or replaces) an actor type from component bytes. Turns in progress finish on
+    /// the old code; later turns and new activations use the new code; nothing queued is lost.
+    pub async fn deploy(&self, spec: ChildSpec, wasm: Vec<u8>) -> Result<u64, LoadError> {
+        self.inner.deploy(spec, wasm).await
+    }
+
+    /// Loads `spec.module` relative to `app_dir` and deploys it.
+    pub async fn deploy_file(&self, spec: ChildSpec, app_dir: &Path) -> Result<u64, LoadError> {
+        let path = app_dir.join(&spec.module);
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|source| LoadError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        self.deploy(spec, bytes).await
+    }
+
+    /// Fire and forget from outside any actor.
+    pub fn tell(
+        &self,
+        to: &str,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<TellReceipt, ActorError> {
+        self.inner.tell_str(
+            to,
+            msg_type.to_string(),
+            payload.into(),
+            CallOptions::default(),
+        )
+    }
+
+    /// Fire and forget to a parsed id. A refusal by a full mailbox allocates nothing.
+    pub fn tell_to(
+        &self,
+        to: &ActorId,
+        msg_type: &str,
+        payload: Vec<u8>,
+    ) -> Result<TellReceipt, ActorError> {
+        self.inner
+            .tell(to, msg_type, payload, CallOptions::default())
+    }
+
+    /// Request/reply from outside any actor, with its own timeout (which is the deadline).
+    pub async fn ask(
+        &self,
+        to: &str,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ActorError> {
+        let opts = CallOptions {
+            deadline: Some(Instant::now() + timeout),
+            ..Default::default()
+        };
+        self.inner
+            .ask_str(to, msg_type.to_string(), payload.into(), opts)
+            .await
+    }
+
+    /// Request/reply with explicit options.
+    pub async fn ask_with(
+        &self,
+        to: &str,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+        opts: CallOptions,
+    ) -> Result<Vec<u8>, ActorError> {
+        self.inner
+            .ask_str(to, msg_type.to_string(), payload.into(), opts)
+            .await
+    }
+
+    /// Fire and forget with explicit options.
+    pub fn tell_with(
+        &self,
+        to: &str,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+        opts: CallOptions,
+    ) -> Result<TellReceipt, ActorError> {
+        self.inner
+            .tell_str(to, msg_type.to_string(), payload.into(), opts)
+    }
+
+    /// Per-type status.
+    pub fn status(&self) -> Vec<TypeStatus> {
+        let mut out: Vec<TypeStatus> = self
+            .inner
+            .registry
+            .all()
+            .into_iter()
+            .map(|t| {
+                let cells: Vec<Arc<ActorCell>> = t.cells.lock().values().cloned().collect();
+                TypeStatus {
+                    actor_type: t.name.to_string(),
+                    version: t.current().version,
+                    active: cells.len(),
+                    queued: cells.iter().map(|c| c.depth()).sum(),
+                    stopped: cells
+                        .iter()
+                        .filter(|c| c.inbox.lock().state == actor::InboxState::Stopped)
+                        .count(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.actor_type.cmp(&b.actor_type));
+        out
+    }
+
+    /// Turns running right now.
+    pub fn inflight_turns(&self) -> u64 {
+        self.inner.inflight.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting messages and ends every activation after its current turn.
+    pub fn shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        for t in self.inner.registry.all() {
+            for c in t.cells.lock().values() {
+                c.notify.notify_one();
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Baselines for benchmarks: a component called directly through wasmtime, with none of the
+//! host's mailbox, scheduling or supervision in between. Not part of the stable API.
+
+use std::time::Duration;
+
+use wasmtime::Store;
+
+use crate::bindings::{ActorWorld, ActorWorldPre, wit};
+use crate::host::Host;
+use crate::registry::ActorId;
+use crate::state::StoreState;
+
+/// One instance of a component in a store of its own, on the host's engine and linker.
+pub struct RawInstance {
+    store: Store<StoreState>,
+    world: ActorWorld,
+}
+
+impl RawInstance {
+    /// Compiles (or loads from cache) and instantiates `wasm`, then runs `init("{}")`.
+    pub async fn new(host: &Host, wasm: &[u8]) -> anyhow::Result<Self> {
+        let inner = host.inner();
+        let component = inner.cache().load("raw", wasm)?;
+        let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
+        let state = StoreState::new(
+            inner.clone(),
+            ActorId::parse("Raw/0")?,
+            &Default::default(),
+            128 << 20,
+            Duration::from_secs(3600),
+        );
+        let mut store = Store::new(&inner.engine, state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let world = pre.instantiate_async(&mut store).await?;
+        world
+            .sluice_actor_actor()
+            .call_init(&mut store, "{}")
+            .await?
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        Ok(Self { store, world })
+    }
+
+    /// Calls `handle` once.
+    pub async fn call(&mut self, msg_type: &str, payload: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let env = wit::Envelope {
+            sender: None,
+            msg_type: msg_type.to_string(),
+            payload: payload.to_vec(),
+            principal: "system".to_string(),
+            deadline_ms: None,
+        };
+        self.world
+            .sluice_actor_actor()
+            .call_handle(&mut self.store, &env)
+            .await?
+            .map_err(|e| anyhow::anyhow!(e.message))
+    }
+}
+
+/// Time to instantiate `wasm` `n` times (each instance dropped before the next), for the
+/// activation benchmark's baseline.
+pub async fn instantiate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Duration> {
+    let inner = host.inner();
+    let component = inner.cache().load("raw", wasm)?;
+    let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
+    let t0 = std::time::Instant::now();
+    for _ in 0..n {
+        let state = StoreState::new(
+            inner.clone(),
+            ActorId::parse("Raw/0")?,
+            &Default::default(),
+            128 << 20,
+            Duration::from_secs(3600),
+        );
+        let mut store = Store::new(&inner.engine, state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let world = pre.instantiate_async(&mut store).await?;
+        std::hint::black_box(&world);
+    }
+    Ok(t0.elapsed())
+}

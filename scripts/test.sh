@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what it needs, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=go1.27.3
+
+echo "== toolchains"
+rustup target add wasm32-wasip2 >/dev/null
+[ -x scripts/guest-toolchains.sh ] && bash scripts/guest-toolchains.sh
+if [ -f scripts/postgres.sh ]; then
+  # shellcheck disable=SC1091
+  source scripts/postgres.sh
+fi
+
+echo "== lint"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== build"
+cargo build --workspace --bins --quiet
+(cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
+
+echo "== test"
+cargo test --workspace -- --test-threads=4

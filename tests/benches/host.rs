@@ -1,0 +1,176 @@
+//! Host benchmarks with baselines measured in the same run (see BENCHMARKS.md):
+//! turn throughput vs a raw wasmtime loop, ask latency vs raw call + tokio oneshot,
+//! activation cost vs raw instantiation, and the cost of a refused tell.
+//!
+//! `cargo bench -p sluice-tests --bench host` (release build).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sluice_runtime::raw::{RawInstance, instantiate_n};
+use sluice_runtime::{ActorId, ChildSpec, HostConfig, MailboxStrategy};
+use sluice_tests::{host_with, rust_guest, test_config};
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p) as usize]
+}
+
+fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n = if quick { 20_000 } else { 200_000 };
+    let echo = std::fs::read(rust_guest("echo"))?;
+    let cfg = HostConfig {
+        max_activations: 2000,
+        idle_deactivate_ms: 0,
+        ..test_config()
+    };
+    let host = host_with(
+        cfg,
+        vec![
+            (
+                ChildSpec::new("Echo", "echo.wasm").mailbox(n + 10, MailboxStrategy::Error),
+                "echo",
+            ),
+            (
+                ChildSpec::new("Slow", "slow.wasm").mailbox(1, MailboxStrategy::Error),
+                "slow",
+            ),
+        ],
+    )
+    .await;
+    let payload = vec![b'x'; 64];
+
+    // 1. Turn throughput: raw handle loop vs tells into one actor.
+    let mut raw = RawInstance::new(&host, &echo).await?;
+    for _ in 0..1000 {
+        raw.call("echo", &payload).await?;
+    }
+    let t0 = Instant::now();
+    for _ in 0..n {
+        raw.call("echo", &payload).await?;
+    }
+    let raw_rate = n as f64 / t0.elapsed().as_secs_f64();
+    let id = ActorId::parse("Echo/tp")?;
+    host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        host.tell_to(&id, "echo", payload.clone()).unwrap();
+    }
+    host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
+        .await
+        .unwrap();
+    let tell_rate = n as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "turn throughput: raw wasmtime {raw_rate:.0}/s, sluice tell {tell_rate:.0}/s, ratio {:.2}x",
+        tell_rate / raw_rate
+    );
+
+    // 2. Ask round trip vs raw call + oneshot.
+    let m = n / 10;
+    let mut raw_lat = Vec::with_capacity(m);
+    for _ in 0..m {
+        let t = Instant::now();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tx.send(raw.call("echo", &payload).await?).ok();
+        std::hint::black_box(rx.await?);
+        raw_lat.push(t.elapsed());
+    }
+    let mut ask_lat = Vec::with_capacity(m);
+    for _ in 0..m {
+        let t = Instant::now();
+        host.ask("Echo/lat", "echo", payload.clone(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        ask_lat.push(t.elapsed());
+    }
+    println!(
+        "ask round trip: raw call+oneshot p50 {:?} p99 {:?}; sluice ask p50 {:?} p99 {:?}",
+        pct(&mut raw_lat, 0.5),
+        pct(&mut raw_lat, 0.99),
+        pct(&mut ask_lat, 0.5),
+        pct(&mut ask_lat, 0.99)
+    );
+
+    // 3. Activation: fresh keys (each ask activates a new instance) vs raw instantiation.
+    let k = if quick { 200 } else { 1000 };
+    let raw_inst = instantiate_n(&host, &echo, k).await?;
+    let warm = {
+        let t = Instant::now();
+        for _ in 0..k {
+            host.ask("Echo/warm", "echo", "", Duration::from_secs(10))
+                .await
+                .unwrap();
+        }
+        t.elapsed()
+    };
+    let rss0 = rss_kib();
+    let t = Instant::now();
+    for i in 0..k {
+        host.ask(&format!("Echo/a{i}"), "echo", "", Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+    let act = t.elapsed().saturating_sub(warm);
+    let rss_per = (rss_kib().saturating_sub(rss0)) as f64 / k as f64;
+    println!(
+        "activation: raw instantiate {:.1} us, sluice activation {:.1} us (ask time subtracted), RSS {:.1} KiB per idle actor",
+        raw_inst.as_secs_f64() * 1e6 / k as f64,
+        act.as_secs_f64() * 1e6 / k as f64,
+        rss_per
+    );
+
+    // 4. Refusal: tells into a full error mailbox.
+    let slow = ActorId::parse("Slow/full")?;
+    host.tell_to(&slow, "sleep", b"5000".to_vec()).unwrap();
+    while host.inflight_turns() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let _ = host.tell_to(&slow, "sleep", Vec::new());
+    let r = n * 5;
+    let a0 = ALLOCS.load(Ordering::Relaxed);
+    let t = Instant::now();
+    let mut refused = 0u64;
+    for _ in 0..r {
+        if host.tell_to(&slow, "sleep", Vec::new()).is_err() {
+            refused += 1;
+        }
+    }
+    let per = t.elapsed().as_nanos() as f64 / r as f64;
+    let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+    println!(
+        "refusal: {per:.0} ns per refused tell ({refused}/{r} refused), {allocs} heap allocations in total"
+    );
+    host.shutdown();
+    Ok(())
+}
