@@ -1,2 +1,3 @@
 //! placeholder
+pub mod drr;
 pub mod topic;
