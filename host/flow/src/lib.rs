@@ -1,3 +1,4 @@
 //! placeholder
 pub mod drr;
+pub mod ratelimit;
 pub mod topic;
