@@ -7,7 +7,7 @@
 //! | IPC rate limiter | [`IpcRateLimiter`] | byte window per (actor type, principal) | typed error, event never reaches the bus |
 //! | broadcast ring | [`EventReceiver`] | `tokio::sync::broadcast`, 1024 slots | a lagging receiver skips ahead and counts |
 //! | routed demux | [`RoutedReceiver`] | per-principal FIFO, DRR drain, byte budget | oldest evictable head evicted, metric |
-//! | dispatcher | `Dispatcher` | per-(actor type, principal) queue of 64 | `try_send` refusal, value returned |
+//! | dispatcher | [`Dispatcher`] | per-(actor type, principal) queue of 64 | `try_send` refusal, value returned |
 //!
 //! [`EventBus::publish`] sends to the broadcast ring first, so a slow routed
 //! enqueue never delays untargeted consumers, then fans out to every routed
@@ -21,6 +21,7 @@
 
 mod broadcast;
 mod bus;
+pub mod dispatcher;
 mod event;
 pub mod metrics;
 mod ratelimit;
@@ -28,6 +29,9 @@ mod route;
 
 pub use broadcast::EventReceiver;
 pub use bus::{BusConfig, EventBus, PublishError, PublishReport};
+pub use dispatcher::{
+    DispatchError, DispatchKey, Dispatcher, DispatcherConfig, DispatcherStats, Handler,
+};
 pub use event::{Event, PrincipalClass, SYSTEM_PRINCIPAL};
 pub use ratelimit::IpcRateLimiter;
 pub use route::{RouteStats, RoutedReceiver};
