@@ -1,9 +1,12 @@
 //! [`IpcRateLimiter`]: the concurrent, sharded form of `sluice_flow::ratelimit`.
 //!
 //! # Why it is fast under contention
-//! Buckets live in `SHARDS` independently locked maps, chosen by a hash of
-//! `(actor type, principal)`, so two callers contend on a lock word only when
-//! their keys share a shard. The common case — the bucket exists — takes the
+//! `(actor type, principal)` is hashed once (SipHash with a random key:
+//! principal ids come from outside, so the table must resist hash flooding).
+//! That one hash picks one of `SHARDS` independently locked maps and is also
+//! the map key (identity-hashed; equal hashes chain in a short `Vec`), so a
+//! check costs one hash and no allocation. Two callers contend on a lock word
+//! only when their keys share a shard. The common case — the bucket exists — takes the
 //! shard's *read* lock and updates the bucket with one compare-and-swap on an
 //! `AtomicU64` holding the whole [`Window`] (window number + bytes used). The
 //! write lock is taken only to insert a new bucket or to prune.
@@ -31,7 +34,7 @@ use parking_lot::RwLock;
 use sluice_flow::ratelimit::{RateLimitConfig, RateLimitError, Window, check_payload_size};
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
@@ -40,11 +43,36 @@ use std::time::Instant;
 const SHARDS: usize = 64;
 
 struct Bucket {
+    actor_type: Box<str>,
+    principal: Box<str>,
     window: AtomicU64,
     quota: u64,
 }
 
-type Shard = HashMap<Box<str>, HashMap<Box<str>, Bucket>>;
+/// Uses a precomputed `u64` hash as is.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys are hashed")
+    }
+    fn write_u64(&mut self, h: u64) {
+        self.0 = h;
+    }
+}
+
+type Shard = HashMap<u64, Vec<Bucket>, BuildHasherDefault<PassThrough>>;
+
+fn find<'a>(shard: &'a Shard, hash: u64, actor_type: &str, principal: &str) -> Option<&'a Bucket> {
+    shard
+        .get(&hash)?
+        .iter()
+        .find(|b| &*b.actor_type == actor_type && &*b.principal == principal)
+}
 
 struct Inner {
     config: RateLimitConfig,
@@ -78,7 +106,7 @@ impl IpcRateLimiter {
         Self {
             inner: Arc::new(Inner {
                 config,
-                shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+                shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
                 hasher: RandomState::new(),
                 epoch: Instant::now(),
                 len: AtomicUsize::new(0),
@@ -147,30 +175,26 @@ impl IpcRateLimiter {
     ) -> Result<(), RateLimitError> {
         check_payload_size(size)?;
         let inner = &*self.inner;
-        let shard =
-            &inner.shards[inner.hasher.hash_one((actor_type, principal)) as usize & (SHARDS - 1)];
-        {
-            let map = shard.read();
-            if let Some(bucket) = map.get(actor_type).and_then(|m| m.get(principal)) {
-                return consume(bucket, now_ms, size);
-            }
+        let hash = inner.hasher.hash_one((actor_type, principal));
+        // Middle bits pick the shard: the map indexes by the low bits and
+        // tags by the top ones, so both stay well spread within a shard.
+        let shard = &inner.shards[(hash >> 32) as usize & (SHARDS - 1)];
+        if let Some(bucket) = find(&shard.read(), hash, actor_type, principal) {
+            return consume(bucket, now_ms, size);
         }
         self.maybe_prune(now_ms);
         let mut map = shard.write();
-        let per_type = match map.get_mut(actor_type) {
-            Some(m) => m,
-            None => map.entry(actor_type.into()).or_default(),
-        };
-        let bucket = match per_type.get(principal) {
-            Some(b) => b,
-            None => {
-                inner.len.fetch_add(1, Relaxed);
-                per_type.entry(principal.into()).or_insert_with(|| Bucket {
-                    window: AtomicU64::new(Window::default().to_bits()),
-                    quota: inner.config.quota_for(principal),
-                })
-            }
-        };
+        // Another caller may have inserted it between our two locks.
+        if find(&map, hash, actor_type, principal).is_none() {
+            inner.len.fetch_add(1, Relaxed);
+            map.entry(hash).or_default().push(Bucket {
+                actor_type: actor_type.into(),
+                principal: principal.into(),
+                window: AtomicU64::new(Window::default().to_bits()),
+                quota: inner.config.quota_for(principal),
+            });
+        }
+        let bucket = find(&map, hash, actor_type, principal).expect("just inserted");
         consume(bucket, now_ms, size)
     }
 
@@ -195,11 +219,11 @@ impl IpcRateLimiter {
             let Some(mut map) = shard.try_write() else {
                 continue;
             };
-            map.retain(|_, per_type| {
-                let before = per_type.len();
-                per_type.retain(|_, b| !Window::from_bits(b.window.load(Relaxed)).is_stale(now_ms));
-                inner.len.fetch_sub(before - per_type.len(), Relaxed);
-                !per_type.is_empty()
+            map.retain(|_, chain| {
+                let before = chain.len();
+                chain.retain(|b| !Window::from_bits(b.window.load(Relaxed)).is_stale(now_ms));
+                inner.len.fetch_sub(before - chain.len(), Relaxed);
+                !chain.is_empty()
             });
         }
     }

@@ -57,8 +57,12 @@ pub struct DrrQueue<K, T> {
     /// (evicted empty) or was re-allocated are skipped lazily and compacted
     /// when they outnumber live ones, so removal from the middle is O(1).
     order: VecDeque<(K, u64)>,
-    /// Sequence number of each bucket's head → principal (queue age).
-    heads: BTreeMap<u64, K>,
+    /// Sequence number of each bucket's head *when that head is a control
+    /// message* → principal. With `evictable` it yields the oldest message
+    /// (queue age): every entry of both maps is a queued message, and the
+    /// oldest queued message is some bucket's head, which is in one of them.
+    /// Kept separate so the common all-data flow pays no upkeep for it.
+    pinned_heads: BTreeMap<u64, K>,
     /// Sequence number of each bucket's oldest evictable message → principal.
     /// Its first entry is the eviction victim.
     evictable: BTreeMap<u64, K>,
@@ -78,7 +82,7 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
             config,
             buckets: HashMap::new(),
             order: VecDeque::new(),
-            heads: BTreeMap::new(),
+            pinned_heads: BTreeMap::new(),
             evictable: BTreeMap::new(),
             bytes: 0,
             evictable_bytes: 0,
@@ -123,7 +127,20 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
 
     /// When the oldest queued message (control or not) was enqueued.
     pub fn oldest_enqueued_at(&self) -> Option<Instant> {
-        let (_, k) = self.heads.first_key_value()?;
+        let k = match (
+            self.evictable.first_key_value(),
+            self.pinned_heads.first_key_value(),
+        ) {
+            (Some((a, ka)), Some((b, kb))) => {
+                if a < b {
+                    ka
+                } else {
+                    kb
+                }
+            }
+            (Some((_, k)), None) | (None, Some((_, k))) => k,
+            (None, None) => return None,
+        };
         Some(self.buckets[k].queue.front()?.msg.enqueued_at)
     }
 
@@ -237,7 +254,9 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         if !control {
             self.evictable.insert(seq, principal.clone());
         }
-        self.heads.insert(seq, principal.clone());
+        if control {
+            self.pinned_heads.insert(seq, principal.clone());
+        }
         self.buckets.insert(principal.clone(), bucket);
         self.order.push_back((principal, generation));
         self.compact_order();
@@ -284,10 +303,12 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
             self.evictable.insert(next, principal.clone());
         }
         if pos == 0 {
-            self.heads.remove(&seq);
+            // The old head was evictable, so it was not pinned.
             match bucket.queue.front() {
                 Some(head) => {
-                    self.heads.insert(head.seq, principal.clone());
+                    if head.msg.control {
+                        self.pinned_heads.insert(head.seq, principal.clone());
+                    }
                 }
                 None => {
                     // Its rotation slot goes stale and is skipped later.
@@ -363,8 +384,9 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         bucket.sent_this_turn = true;
         self.bytes -= cost;
         self.len -= 1;
-        self.heads.remove(&entry.seq);
-        if !entry.msg.control {
+        if entry.msg.control {
+            self.pinned_heads.remove(&entry.seq);
+        } else {
             self.evictable_bytes -= cost;
         }
         if bucket.evictable_seq == Some(entry.seq) {
@@ -376,7 +398,9 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         }
         match bucket.queue.front() {
             Some(head) => {
-                self.heads.insert(head.seq, principal.clone());
+                if head.msg.control {
+                    self.pinned_heads.insert(head.seq, principal.clone());
+                }
             }
             None => {
                 // Emptied: free the bucket (its deficit goes with it) and its slot,

@@ -255,20 +255,23 @@ fn drr_invariants_hold_under_random_operations() {
         let mut last_drained: HashMap<u32, u64> = HashMap::new();
         let mut obs = Record::default();
         let mut controls = std::collections::HashSet::new();
+        let mut live = std::collections::BTreeSet::new();
+        let at = |v: u64| now + Duration::from_nanos(v);
         let mut next = 0u64;
         for _ in 0..3000 {
             if rng.random_bool(0.6) {
                 let p = rng.random_range(0..12u32);
                 let cost = rng.random_range(0..budget / 3 + 2);
                 let msg = if rng.random_bool(0.05) {
-                    Msg::control(next, cost, now)
+                    Msg::control(next, cost, at(next))
                 } else {
-                    Msg::new(next, cost, now)
+                    Msg::new(next, cost, at(next))
                 };
                 let control = msg.control;
                 match q.push(p, msg, &mut obs) {
                     Ok(()) => {
                         accepted.insert(next, p);
+                        live.insert(next);
                         if control {
                             controls.insert(next);
                         }
@@ -277,6 +280,7 @@ fn drr_invariants_hold_under_random_operations() {
                 }
                 for (_, v, _) in obs.evicted.drain(..) {
                     assert!(gone.insert(v, "evicted").is_none(), "evicted twice");
+                    live.remove(&v);
                     assert!(!controls.contains(&v), "control message evicted");
                 }
                 next += 1;
@@ -289,6 +293,7 @@ fn drr_invariants_hold_under_random_operations() {
                         gone.insert(d.msg.value, "drained").is_none(),
                         "drained twice"
                     );
+                    live.remove(&d.msg.value);
                     if let Some(prev) = last_drained.insert(d.principal, d.msg.value) {
                         assert!(prev < d.msg.value, "per-principal FIFO");
                     }
@@ -296,6 +301,11 @@ fn drr_invariants_hold_under_random_operations() {
             }
             assert!(q.bytes_in_use() <= budget, "budget exceeded");
             assert_eq!(q.len(), accepted.len() - gone.len());
+            assert_eq!(
+                q.oldest_enqueued_at(),
+                live.first().map(|v| at(*v)),
+                "queue age"
+            );
         }
         for d in {
             let mut out = Vec::new();
