@@ -226,7 +226,7 @@ fn fairness() {
                 let seq = u32::from_le_bytes(e.payload[..4].try_into().unwrap());
                 let t0 = published_tick[&(Arc::clone(&e.principal), seq)];
                 delay_ticks.push((tick - t0) as f64);
-                delay_us.push(now.duration_since(e.published_at).as_secs_f64() * 1e6);
+                delay_us.push(e.queued_for(now).as_secs_f64() * 1e6);
             }
         }
     }

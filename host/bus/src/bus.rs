@@ -130,7 +130,7 @@ impl EventBus {
         validate_topic(&event.topic)?;
         sluice_flow::ratelimit::check_payload_size(event.payload.len())?;
         let now = Instant::now();
-        event.published_at = now;
+        event.published_at = Some(now);
         let kind = event.kind;
         let event = Arc::new(event);
         // Broadcast first: a slow routed enqueue never delays untargeted consumers.

@@ -20,8 +20,10 @@ pub struct Event {
     pub kind: &'static str,
     /// Never evicted from a routed queue (replies, stream terminators, supervision).
     pub control: bool,
-    /// Set by [`EventBus::publish`](crate::EventBus::publish); queueing delay is measured from here.
-    pub published_at: Instant,
+    /// Set by [`EventBus::publish`](crate::EventBus::publish) (`None` before);
+    /// queueing delay is measured from here. Not set at construction so a
+    /// publish reads the clock once.
+    pub published_at: Option<Instant>,
 }
 
 impl Event {
@@ -33,7 +35,7 @@ impl Event {
             principal: Arc::from(SYSTEM_PRINCIPAL),
             kind: "ipc",
             control: false,
-            published_at: Instant::now(),
+            published_at: None,
         }
     }
 
@@ -59,6 +61,13 @@ impl Event {
     /// so a flood of empty payloads still costs something.
     pub fn cost(&self) -> usize {
         self.payload.len() + self.topic.len()
+    }
+
+    /// Time since publish at `now` (zero if not yet published).
+    pub fn queued_for(&self, now: Instant) -> std::time::Duration {
+        self.published_at.map_or(std::time::Duration::ZERO, |t| {
+            now.saturating_duration_since(t)
+        })
     }
 
     /// The metric class of the publisher.

@@ -271,3 +271,29 @@ async fn principals_beyond_the_cap_share_the_system_queue() {
     assert_eq!(log.iter().filter(|(p, _)| p == "system").count(), 2);
     assert_eq!(log.len(), 6);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_handler_loses_its_queue_but_the_next_event_gets_a_new_one() {
+    let log: Log = Arc::default();
+    let handler = {
+        let log = log.clone();
+        move |key: DispatchKey, e: Arc<Event>| {
+            let n = n_of(&e);
+            assert!(n != 0, "handler bug on event 0");
+            log.lock().push((key.principal.to_string(), n));
+            std::future::ready(())
+        }
+    };
+    let d = DispatcherConfig::default().build(handler);
+    let svc: Arc<str> = Arc::from("svc");
+    d.dispatch(&svc, event("p", 0)).unwrap();
+    settle().await; // the consumer panics (tokio reports it) and its receiver drops
+    d.dispatch(&svc, event("p", 1)).unwrap();
+    settle().await;
+    assert_eq!(*log.lock(), vec![("p".to_string(), 1)]);
+    assert_eq!(
+        d.queue_count_for("svc"),
+        1,
+        "the dead queue was replaced, not leaked"
+    );
+}

@@ -165,3 +165,17 @@ async fn publish_from_applies_the_rate_limiter_before_the_bus() {
     let too_big = Event::new("t", vec![0; 5 * 1024 * 1024 + 1]);
     assert_eq!(bus.publish(too_big).unwrap_err().code(), "INVALID_ARGUMENT");
 }
+
+#[tokio::test]
+async fn publish_stamps_the_event_once_for_queue_age() {
+    let bus = EventBus::new();
+    let mut rx = bus.subscribe_routed("t", "test").unwrap();
+    let e = Event::new("t", vec![1]);
+    assert!(e.published_at.is_none());
+    let before = std::time::Instant::now();
+    bus.publish(e).unwrap();
+    let oldest = rx.stats().oldest_enqueued_at.unwrap();
+    let got = rx.try_drain(usize::MAX).pop().unwrap();
+    assert_eq!(got.published_at, Some(oldest));
+    assert!(oldest >= before);
+}

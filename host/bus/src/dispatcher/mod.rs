@@ -22,6 +22,12 @@
 //! 10,000) exist per actor type; beyond that, new principals share the actor
 //! type's [`SYSTEM_PRINCIPAL`] queue, and an audit line is logged.
 //!
+//! # Handlers must not panic
+//! A handler that panics ends its consumer task: the events queued behind it
+//! in that one queue are lost (counted nowhere), and the next dispatch for the
+//! key finds the queue closed and replaces it. The runtime's handler turns
+//! actor traps into errors, so this is a bug path, not a policy.
+//!
 //! The lock is one `parking_lot::Mutex` held for a map lookup and a
 //! `try_send` (no await, no allocation on the hit path); shard it by key hash
 //! if profiles ever show it.
