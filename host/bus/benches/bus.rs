@@ -331,6 +331,9 @@ fn main() {
     if want("publish") {
         publish(iters);
     }
+    if want("bus1") {
+        println!("bus_publish_1: {:.0} ns", publish_bus(1, iters * 5));
+    }
     if want("drr1") {
         println!("drr_push_1: {:.0} ns", push_drr(1, iters * 10));
     }
