@@ -28,7 +28,7 @@ mod ratelimit;
 mod route;
 
 pub use broadcast::EventReceiver;
-pub use bus::{BusConfig, EventBus, PublishError, PublishReport};
+pub use bus::{BusConfig, DEFAULT_BROADCAST_CAPACITY, EventBus, PublishError, PublishReport};
 pub use dispatcher::{
     DispatchError, DispatchKey, Dispatcher, DispatcherConfig, DispatcherStats, Handler,
 };
