@@ -19,12 +19,19 @@ struct Entry<T> {
     msg: Msg<T>,
 }
 
-struct Bucket<T> {
+/// Index of a bucket in `DrrQueue::slots`.
+type Slot = u32;
+
+/// A principal's sub-queue. Lives in a slab slot; a freed slot keeps its
+/// (shrunk) `VecDeque` allocation for the next principal.
+struct Bucket<K, T> {
+    /// `None` while the slot is free.
+    key: Option<K>,
     queue: VecDeque<Entry<T>>,
     bytes: usize,
     deficit: usize,
-    /// Distinguishes this allocation from an earlier bucket of the same
-    /// principal whose rotation slot may still be in `order`.
+    /// Distinguishes this allocation of the slot from earlier ones whose
+    /// rotation entries may still be in `order`.
     generation: u64,
     /// The bucket's DRR turn has started (quantum added) and not yet ended.
     in_turn: bool,
@@ -34,7 +41,7 @@ struct Bucket<T> {
     evictable_seq: Option<u64>,
 }
 
-impl<T> Bucket<T> {
+impl<K, T> Bucket<K, T> {
     fn first_evictable_from(&self, from: usize) -> Option<u64> {
         self.queue
             .iter()
@@ -42,30 +49,44 @@ impl<T> Bucket<T> {
             .find(|e| !e.msg.control)
             .map(|e| e.seq)
     }
+
+    fn is_live(&self, generation: u64) -> bool {
+        self.key.is_some() && self.generation == generation
+    }
 }
+
+/// A freed slot keeps at most this much queue capacity.
+const KEEP_CAPACITY: usize = 8;
 
 /// Per-principal FIFO queues under one byte budget, drained by deficit
 /// round-robin. `K` identifies a principal; `T` is the queued value.
 ///
-/// Complexity with `N` active principals: `push` is `O(log N)` plus
+/// Complexity with `N` active principals: `push` is one hash lookup plus
 /// `O(log N)` per eviction; `pop` is amortised `O(1)` plus `O(log N)` index
-/// upkeep. Scans skip only control messages at the front of one bucket.
+/// upkeep when a head changes class. Buckets live in a slab, so the indexes
+/// and the rotation hold small slot numbers rather than principal keys: no
+/// key clones or rehashing on the hot path. Scans skip only control messages
+/// at the front of one bucket.
 pub struct DrrQueue<K, T> {
     config: DrrConfig,
-    buckets: HashMap<K, Bucket<T>>,
-    /// DRR rotation: `(principal, generation)`. Entries whose bucket is gone
-    /// (evicted empty) or was re-allocated are skipped lazily and compacted
-    /// when they outnumber live ones, so removal from the middle is O(1).
-    order: VecDeque<(K, u64)>,
+    /// Principal → slot of its live bucket.
+    index: HashMap<K, Slot>,
+    slots: Vec<Bucket<K, T>>,
+    free: Vec<Slot>,
+    /// DRR rotation: `(slot, generation)`. Entries whose bucket was freed
+    /// (evicted empty) or whose slot was reused are skipped lazily and
+    /// compacted when they outnumber live ones, so removal from the middle is
+    /// O(1).
+    order: VecDeque<(Slot, u64)>,
     /// Sequence number of each bucket's head *when that head is a control
-    /// message* → principal. With `evictable` it yields the oldest message
-    /// (queue age): every entry of both maps is a queued message, and the
-    /// oldest queued message is some bucket's head, which is in one of them.
-    /// Kept separate so the common all-data flow pays no upkeep for it.
-    pinned_heads: BTreeMap<u64, K>,
-    /// Sequence number of each bucket's oldest evictable message → principal.
+    /// message* → slot. With `evictable` it yields the oldest message (queue
+    /// age): every entry of both maps is a queued message, and the oldest
+    /// queued message is some bucket's head, which is in one of them. Kept
+    /// separate so the common all-data flow pays no upkeep for it.
+    pinned_heads: BTreeMap<u64, Slot>,
+    /// Sequence number of each bucket's oldest evictable message → slot.
     /// Its first entry is the eviction victim.
-    evictable: BTreeMap<u64, K>,
+    evictable: BTreeMap<u64, Slot>,
     bytes: usize,
     evictable_bytes: usize,
     len: usize,
@@ -80,7 +101,9 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
     pub(super) fn new(config: DrrConfig) -> Self {
         Self {
             config,
-            buckets: HashMap::new(),
+            index: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             order: VecDeque::new(),
             pinned_heads: BTreeMap::new(),
             evictable: BTreeMap::new(),
@@ -117,31 +140,33 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
 
     /// Principals with at least one queued message (= allocated buckets).
     pub fn active_principals(&self) -> usize {
-        self.buckets.len()
+        self.index.len()
     }
 
     /// Messages queued for one principal.
     pub fn principal_len(&self, principal: &K) -> usize {
-        self.buckets.get(principal).map_or(0, |b| b.queue.len())
+        self.index
+            .get(principal)
+            .map_or(0, |&s| self.slots[s as usize].queue.len())
     }
 
     /// When the oldest queued message (control or not) was enqueued.
     pub fn oldest_enqueued_at(&self) -> Option<Instant> {
-        let k = match (
+        let slot = match (
             self.evictable.first_key_value(),
             self.pinned_heads.first_key_value(),
         ) {
-            (Some((a, ka)), Some((b, kb))) => {
+            (Some((a, sa)), Some((b, sb))) => {
                 if a < b {
-                    ka
+                    *sa
                 } else {
-                    kb
+                    *sb
                 }
             }
-            (Some((_, k)), None) | (None, Some((_, k))) => k,
+            (Some((_, s)), None) | (None, Some((_, s))) => *s,
             (None, None) => return None,
         };
-        Some(self.buckets[k].queue.front()?.msg.enqueued_at)
+        Some(self.slots[slot as usize].queue.front()?.msg.enqueued_at)
     }
 
     /// Messages evicted since creation (budget and per-principal cap).
@@ -161,7 +186,7 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
 
     /// The quantum a bucket earns when its turn starts.
     pub fn quantum(&self) -> usize {
-        let active = self.buckets.len().max(1);
+        let active = self.index.len().max(1);
         self.config
             .min_quantum_bytes
             .max(self.config.budget_bytes / active)
@@ -184,139 +209,174 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
                 budget_bytes: budget,
             });
         }
+        // The principal's bucket, if live, with its generation so we can tell
+        // whether our own evictions below freed it.
+        let own = self
+            .index
+            .get(&principal)
+            .map(|&s| (s, self.slots[s as usize].generation));
         // Decide feasibility before touching anything, so a refusal never
         // costs another principal a message.
-        let cap_victim = match self.buckets.get(&principal) {
-            Some(b) if b.queue.len() >= self.config.max_per_principal => match b.evictable_seq {
-                Some(seq) => Some(seq),
-                None => {
-                    self.refused_total += 1;
-                    return Err(PushError::PrincipalFull(msg));
+        let mut cap_victim = None;
+        if let Some((s, _)) = own {
+            let b = &self.slots[s as usize];
+            if b.queue.len() >= self.config.max_per_principal {
+                match b.evictable_seq {
+                    Some(seq) => cap_victim = Some((s, seq)),
+                    None => {
+                        self.refused_total += 1;
+                        return Err(PushError::PrincipalFull(msg));
+                    }
                 }
-            },
-            _ => None,
-        };
+            }
+        }
         if self.bytes - self.evictable_bytes + cost > budget {
             self.refused_total += 1;
             return Err(PushError::BudgetExhausted(msg));
         }
-        if let Some(seq) = cap_victim {
-            self.evict(principal.clone(), seq, EvictReason::PrincipalCap, obs);
+        if let Some((s, seq)) = cap_victim {
+            self.evict(s, seq, EvictReason::PrincipalCap, obs);
         }
         while self.bytes + cost > budget {
             // Cannot be empty: the feasibility check above guarantees enough
             // evictable bytes remain.
-            let (&seq, victim) = self
+            let (&seq, &victim) = self
                 .evictable
                 .first_key_value()
                 .expect("evictable bytes remain while over budget");
-            let victim = victim.clone();
             self.evict(victim, seq, EvictReason::Budget, obs);
         }
-        self.enqueue(principal, msg);
+        let slot = match own {
+            Some((s, g)) if self.slots[s as usize].is_live(g) => s,
+            _ => self.allocate(principal),
+        };
+        self.enqueue(slot, msg);
         Ok(())
     }
 
-    fn enqueue(&mut self, principal: K, msg: Msg<T>) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.bytes += msg.cost;
-        self.len += 1;
-        if !msg.control {
-            self.evictable_bytes += msg.cost;
-        }
-        let control = msg.control;
-        let entry = Entry { seq, msg };
-        if let Some(bucket) = self.buckets.get_mut(&principal) {
-            bucket.bytes += entry.msg.cost;
-            bucket.queue.push_back(entry);
-            if !control && bucket.evictable_seq.is_none() {
-                bucket.evictable_seq = Some(seq);
-                self.evictable.insert(seq, principal);
-            }
-            return;
-        }
-        // First message of this principal: allocate its bucket.
+    /// Gives `principal` a bucket (reusing a free slot) and a rotation entry.
+    fn allocate(&mut self, principal: K) -> Slot {
         let generation = self.next_generation;
         self.next_generation += 1;
-        let mut queue = VecDeque::with_capacity(1);
-        let bytes = entry.msg.cost;
-        queue.push_back(entry);
-        let bucket = Bucket {
-            queue,
-            bytes,
-            deficit: 0,
-            generation,
-            in_turn: false,
-            sent_this_turn: false,
-            evictable_seq: (!control).then_some(seq),
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Bucket {
+                    key: None,
+                    queue: VecDeque::new(),
+                    bytes: 0,
+                    deficit: 0,
+                    generation,
+                    in_turn: false,
+                    sent_this_turn: false,
+                    evictable_seq: None,
+                });
+                Slot::try_from(self.slots.len() - 1).expect("fewer than 2^32 principals")
+            }
         };
-        if !control {
-            self.evictable.insert(seq, principal.clone());
-        }
-        if control {
-            self.pinned_heads.insert(seq, principal.clone());
-        }
-        self.buckets.insert(principal.clone(), bucket);
-        self.order.push_back((principal, generation));
+        let b = &mut self.slots[slot as usize];
+        debug_assert!(b.key.is_none() && b.queue.is_empty());
+        b.key = Some(principal.clone());
+        b.generation = generation;
+        self.index.insert(principal, slot);
+        self.order.push_back((slot, generation));
         self.compact_order();
+        slot
     }
 
-    /// Drops rotation slots of freed buckets once they outnumber live ones
-    /// (amortised O(1) per push).
+    /// Frees an emptied bucket's slot and returns its principal. Its deficit
+    /// goes with it; its rotation entry goes stale.
+    fn release(&mut self, slot: Slot) -> K {
+        let b = &mut self.slots[slot as usize];
+        debug_assert!(b.queue.is_empty());
+        let key = b.key.take().expect("releasing a live bucket");
+        b.bytes = 0;
+        b.deficit = 0;
+        b.in_turn = false;
+        b.sent_this_turn = false;
+        b.evictable_seq = None;
+        if b.queue.capacity() > KEEP_CAPACITY {
+            b.queue.shrink_to(KEEP_CAPACITY);
+        }
+        self.index.remove(&key);
+        self.free.push(slot);
+        key
+    }
+
+    fn enqueue(&mut self, slot: Slot, msg: Msg<T>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let (cost, control) = (msg.cost, msg.control);
+        self.bytes += cost;
+        self.len += 1;
+        if !control {
+            self.evictable_bytes += cost;
+        }
+        let b = &mut self.slots[slot as usize];
+        if b.queue.is_empty() && control {
+            self.pinned_heads.insert(seq, slot);
+        }
+        b.bytes += cost;
+        b.queue.push_back(Entry { seq, msg });
+        if !control && b.evictable_seq.is_none() {
+            b.evictable_seq = Some(seq);
+            self.evictable.insert(seq, slot);
+        }
+    }
+
+    /// Drops stale rotation entries once they outnumber live ones
+    /// (amortised O(1) per allocation).
     fn compact_order(&mut self) {
-        if self.order.len() > 2 * self.buckets.len() + 32 {
-            let buckets = &self.buckets;
-            self.order
-                .retain(|(k, g)| buckets.get(k).is_some_and(|b| b.generation == *g));
+        if self.order.len() > 2 * self.index.len() + 32 {
+            let slots = &self.slots;
+            self.order.retain(|&(s, g)| slots[s as usize].is_live(g));
         }
     }
 
     /// Removes the message `seq` (the bucket's first evictable one).
     fn evict(
         &mut self,
-        principal: K,
+        slot: Slot,
         seq: u64,
         reason: EvictReason,
         obs: &mut impl DrrObserver<K, T>,
     ) {
-        let bucket = self
-            .buckets
-            .get_mut(&principal)
-            .expect("indexed bucket exists");
-        debug_assert_eq!(bucket.evictable_seq, Some(seq));
+        let b = &mut self.slots[slot as usize];
+        debug_assert_eq!(b.evictable_seq, Some(seq));
         // Only control messages stand before the first evictable one.
-        let pos = bucket
+        let pos = b
             .queue
             .iter()
             .position(|e| e.seq == seq)
             .expect("indexed message exists");
-        let entry = bucket.queue.remove(pos).expect("position is in range");
-        bucket.bytes -= entry.msg.cost;
-        self.bytes -= entry.msg.cost;
-        self.evictable_bytes -= entry.msg.cost;
+        let entry = b.queue.remove(pos).expect("position is in range");
+        let cost = entry.msg.cost;
+        b.bytes -= cost;
+        self.bytes -= cost;
+        self.evictable_bytes -= cost;
         self.len -= 1;
         self.evicted_total += 1;
         self.evictable.remove(&seq);
-        bucket.evictable_seq = bucket.first_evictable_from(pos);
-        if let Some(next) = bucket.evictable_seq {
-            self.evictable.insert(next, principal.clone());
+        b.evictable_seq = b.first_evictable_from(pos);
+        if let Some(next) = b.evictable_seq {
+            self.evictable.insert(next, slot);
         }
+        // The old head, if it was this message, was evictable, so not pinned.
         if pos == 0 {
-            // The old head was evictable, so it was not pinned.
-            match bucket.queue.front() {
-                Some(head) => {
-                    if head.msg.control {
-                        self.pinned_heads.insert(head.seq, principal.clone());
-                    }
+            match b.queue.front() {
+                Some(head) if head.msg.control => {
+                    self.pinned_heads.insert(head.seq, slot);
                 }
+                Some(_) => {}
                 None => {
-                    // Its rotation slot goes stale and is skipped later.
-                    self.buckets.remove(&principal);
+                    let key = self.release(slot);
+                    obs.evicted(&key, entry.msg, reason);
+                    return;
                 }
             }
         }
-        obs.evicted(&principal, entry.msg, reason);
+        let key = self.slots[slot as usize].key.as_ref().expect("live bucket");
+        obs.evicted(key, entry.msg, reason);
     }
 
     /// Hands out the next message in DRR order, or `None` if the queue is empty.
@@ -336,52 +396,42 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         }
         let quantum = self.quantum();
         loop {
-            // `len > 0` guarantees a live slot exists, and deficits grow by
+            // `len > 0` guarantees a live entry exists, and deficits grow by
             // `quantum >= 1` every round, so this terminates.
-            let (principal, generation) = self.order.front()?;
-            let Some(bucket) = self
-                .buckets
-                .get_mut(principal)
-                .filter(|b| b.generation == *generation)
-            else {
+            let &(slot, generation) = self.order.front()?;
+            let b = &mut self.slots[slot as usize];
+            if !b.is_live(generation) {
                 self.order.pop_front();
                 continue;
-            };
-            if !bucket.in_turn {
-                bucket.in_turn = true;
-                bucket.sent_this_turn = false;
-                bucket.deficit = bucket.deficit.saturating_add(quantum);
             }
-            let head_cost = bucket
-                .queue
-                .front()
-                .expect("live bucket is non-empty")
-                .msg
-                .cost;
-            if head_cost <= bucket.deficit {
+            if !b.in_turn {
+                b.in_turn = true;
+                b.sent_this_turn = false;
+                b.deficit = b.deficit.saturating_add(quantum);
+            }
+            let head_cost = b.queue.front().expect("live bucket is non-empty").msg.cost;
+            if head_cost <= b.deficit {
                 if head_cost > limit {
                     return None;
                 }
-                let principal = principal.clone();
-                return Some(self.take_head(principal));
+                return Some(self.take_head(slot));
             }
-            if !bucket.sent_this_turn {
+            if !b.sent_this_turn {
                 self.starved_total += 1;
-                obs.starved(principal);
+                obs.starved(b.key.as_ref().expect("live bucket"));
             }
-            bucket.in_turn = false;
-            let slot = self.order.pop_front().expect("front exists");
-            self.order.push_back(slot);
+            b.in_turn = false;
+            self.order.rotate_left(1);
         }
     }
 
-    fn take_head(&mut self, principal: K) -> Drained<K, T> {
-        let bucket = self.buckets.get_mut(&principal).expect("live bucket");
-        let entry = bucket.queue.pop_front().expect("non-empty");
+    fn take_head(&mut self, slot: Slot) -> Drained<K, T> {
+        let b = &mut self.slots[slot as usize];
+        let entry = b.queue.pop_front().expect("non-empty");
         let cost = entry.msg.cost;
-        bucket.deficit -= cost;
-        bucket.bytes -= cost;
-        bucket.sent_this_turn = true;
+        b.deficit -= cost;
+        b.bytes -= cost;
+        b.sent_this_turn = true;
         self.bytes -= cost;
         self.len -= 1;
         if entry.msg.control {
@@ -389,26 +439,27 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         } else {
             self.evictable_bytes -= cost;
         }
-        if bucket.evictable_seq == Some(entry.seq) {
+        if b.evictable_seq == Some(entry.seq) {
             self.evictable.remove(&entry.seq);
-            bucket.evictable_seq = bucket.first_evictable_from(0);
-            if let Some(next) = bucket.evictable_seq {
-                self.evictable.insert(next, principal.clone());
+            b.evictable_seq = b.first_evictable_from(0);
+            if let Some(next) = b.evictable_seq {
+                self.evictable.insert(next, slot);
             }
         }
-        match bucket.queue.front() {
+        let principal = match b.queue.front() {
             Some(head) => {
                 if head.msg.control {
-                    self.pinned_heads.insert(head.seq, principal.clone());
+                    self.pinned_heads.insert(head.seq, slot);
                 }
+                b.key.clone().expect("live bucket")
             }
             None => {
-                // Emptied: free the bucket (its deficit goes with it) and its slot,
-                // which is at the front of `order` because it was being served.
-                self.buckets.remove(&principal);
+                // Emptied: free the bucket and its rotation entry, which is at
+                // the front of `order` because it was being served.
                 self.order.pop_front();
+                self.release(slot)
             }
-        }
+        };
         Drained {
             principal,
             msg: entry.msg,
@@ -449,7 +500,7 @@ impl<K, T> std::fmt::Debug for DrrQueue<K, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DrrQueue")
             .field("len", &self.len)
-            .field("active_principals", &self.buckets.len())
+            .field("active_principals", &self.index.len())
             .field("bytes_in_use", &self.bytes)
             .field("budget_bytes", &self.config.budget_bytes)
             .finish()
