@@ -268,6 +268,45 @@ fn fairness() {
         "fairness.route: evicted {} starved {} refused {}",
         stats.evicted_total, stats.starved_total, stats.refused_total
     );
+    fifo_baseline(OTHERS, TICKS, MSG, DRAIN_PER_TICK);
+}
+
+/// The same offered load through one shared FIFO with the same byte budget
+/// and oldest-first eviction: what the per-principal DRR queue buys.
+fn fifo_baseline(others: usize, ticks: usize, msg: usize, drain_per_tick: usize) {
+    let mut q: VecDeque<(usize, usize)> = VecDeque::new(); // (principal, publish tick); 0 = flooder
+    let mut delivered = vec![0usize; others + 1];
+    let mut delay = Vec::new();
+    for tick in 0..ticks {
+        for k in 0..100 {
+            let mut push = |p: usize| {
+                if (q.len() + 1) * msg > BUDGET {
+                    q.pop_front();
+                }
+                q.push_back((p, tick));
+            };
+            push(0);
+            if k % 2 == 0 && k / 2 < others {
+                push(1 + k / 2);
+            }
+        }
+        for _ in 0..drain_per_tick / msg {
+            let Some((p, t0)) = q.pop_front() else { break };
+            delivered[p] += msg;
+            if p != 0 {
+                delay.push((tick - t0) as f64);
+            }
+        }
+    }
+    let xs: Vec<f64> = delivered[1..].iter().map(|&b| b as f64).collect();
+    delay.sort_by(f64::total_cmp);
+    println!(
+        "fairness.fifo_baseline: jain {:.5}, non-flooder delivered fraction {:.4}, delay ticks p50 {} p99 {}",
+        jain(&xs),
+        xs.iter().sum::<f64>() / ((ticks * msg * others) as f64),
+        percentile(&delay, 0.5),
+        percentile(&delay, 0.99)
+    );
 }
 
 fn ratelimit() {

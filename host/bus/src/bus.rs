@@ -194,6 +194,9 @@ impl EventBus {
 
     /// A routed subscription: its own per-principal queues under its own byte
     /// budget. Two subscriptions with the same pattern each get every event.
+    /// `subscriber` labels the route's metrics (summed over routes sharing
+    /// it); it must come from a bounded set — a code constant, or an actor
+    /// type name from the app config — never from guest input.
     pub fn subscribe_routed(
         &self,
         pattern: &str,

@@ -198,7 +198,8 @@ impl<H> std::fmt::Debug for Dispatcher<H> {
 
 impl<H: Handler> Dispatcher<H> {
     /// Queues `event` for `actor_type` under the event's principal, spawning
-    /// the queue's consumer if it has none. Never waits.
+    /// the queue's consumer if it has none. Never waits. Must run inside a
+    /// tokio runtime context (it may `tokio::spawn`).
     pub fn dispatch(&self, actor_type: &Arc<str>, event: Arc<Event>) -> Result<(), DispatchError> {
         let mut key = DispatchKey {
             actor_type: Arc::clone(actor_type),
