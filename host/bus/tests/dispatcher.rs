@@ -297,3 +297,31 @@ async fn a_panicking_handler_loses_its_queue_but_the_next_event_gets_a_new_one()
         "the dead queue was replaced, not leaked"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn published_events_reach_the_handler_with_their_principal_through_a_routed_pump() {
+    let log: Log = Arc::default();
+    let d = DispatcherConfig::default().build(recording(&log));
+    let bus = sluice_bus::EventBus::new();
+    let sub = bus.subscribe_routed("jobs.*", "test_pump").unwrap();
+    let pump = d.spawn_pump(Arc::from("worker"), sub);
+    for (p, n) in [("user:alice", 1u32), ("agent:7", 2), ("user:alice", 3)] {
+        bus.publish(Event::new("jobs.new", n.to_le_bytes().to_vec()).with_principal(p))
+            .unwrap();
+    }
+    bus.publish(Event::new("other.topic", 9u32.to_le_bytes().to_vec()))
+        .unwrap();
+    settle().await;
+    let mut got = log.lock().clone();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("agent:7".to_string(), 2),
+            ("user:alice".to_string(), 1),
+            ("user:alice".to_string(), 3)
+        ]
+    );
+    assert!(d.has_queue("worker", "user:alice") && d.has_queue("worker", "agent:7"));
+    pump.abort();
+}

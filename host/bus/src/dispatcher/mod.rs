@@ -246,6 +246,26 @@ impl<H: Handler> Dispatcher<H> {
         Ok(())
     }
 
+    /// Feeds a routed subscription into this dispatcher for `actor_type`: a
+    /// task that takes events in DRR order and dispatches each one. An event
+    /// refused because its (actor type, principal) queue is full is dropped
+    /// (counted and logged by [`dispatch`](Self::dispatch)); waiting instead
+    /// would let one slow principal block every other one behind it. Abort
+    /// the returned handle to stop the pump; dropping it does not.
+    pub fn spawn_pump(
+        &self,
+        actor_type: Arc<str>,
+        mut subscription: crate::RoutedReceiver,
+    ) -> tokio::task::JoinHandle<()> {
+        let dispatcher = self.clone();
+        tokio::spawn(async move {
+            while let Some(event) = subscription.recv(None).await {
+                // Refusals are already counted and logged by `dispatch`.
+                let _ = dispatcher.dispatch(&actor_type, event);
+            }
+        })
+    }
+
     fn on_overflow(&self, key: &DispatchKey) {
         metrics::counter!(DISPATCHER_OVERFLOW_TOTAL).increment(1);
         // Relaxed: a log-throttling counter.
