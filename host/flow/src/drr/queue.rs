@@ -56,7 +56,10 @@ impl<K, T> Bucket<K, T> {
 }
 
 /// A freed slot keeps at most this much queue capacity.
-const KEEP_CAPACITY: usize = 8;
+const KEEP_CAPACITY: usize = 4;
+/// The slab is compacted when more than 3/4 of at least this many slots are free,
+/// so a burst of principals does not pin its peak memory afterwards.
+const COMPACT_MIN_SLOTS: usize = 1024;
 
 /// Per-principal FIFO queues under one byte budget, drained by deficit
 /// round-robin. `K` identifies a principal; `T` is the queued value.
@@ -300,7 +303,49 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
         }
         self.index.remove(&key);
         self.free.push(slot);
+        if self.slots.len() >= COMPACT_MIN_SLOTS && self.free.len() * 4 > self.slots.len() * 3 {
+            self.compact_slots();
+        }
         key
+    }
+
+    /// Moves live buckets to the front of a fresh slab and renumbers every
+    /// reference. `O(slots)`, run only after at least `3/4` of the slab was
+    /// freed, so amortised `O(1)` per release.
+    fn compact_slots(&mut self) {
+        const GONE: Slot = Slot::MAX;
+        let mut remap = vec![GONE; self.slots.len()];
+        let mut live = Vec::with_capacity(self.index.len());
+        for (i, b) in std::mem::take(&mut self.slots).into_iter().enumerate() {
+            if b.key.is_some() {
+                remap[i] = live.len() as Slot;
+                live.push(b);
+            }
+        }
+        for s in self
+            .index
+            .values_mut()
+            .chain(self.evictable.values_mut())
+            .chain(self.pinned_heads.values_mut())
+        {
+            *s = remap[*s as usize];
+            debug_assert_ne!(*s, GONE);
+        }
+        self.order.retain_mut(|(s, g)| match remap[*s as usize] {
+            GONE => false,
+            n if live[n as usize].generation == *g => {
+                *s = n;
+                true
+            }
+            _ => false,
+        });
+        self.slots = live;
+        self.free.clear();
+    }
+
+    #[cfg(test)]
+    pub(super) fn slab_len(&self) -> usize {
+        self.slots.len()
     }
 
     fn enqueue(&mut self, slot: Slot, msg: Msg<T>) {

@@ -243,12 +243,45 @@ fn drr_invariants_hold_under_random_operations() {
     for seed in 0..40u64 {
         let mut rng = StdRng::seed_from_u64(seed);
         let budget = rng.random_range(500..20_000);
-        let mut q = DrrConfig {
+        let cfg = DrrConfig {
             budget_bytes: budget,
             max_per_principal: rng.random_range(1..20),
             min_quantum_bytes: rng.random_range(1..3000),
-        }
-        .build::<u32, u64>();
+        };
+        model_check(&mut rng, cfg, 12, budget / 3 + 2, 3000, |_| 0.6);
+    }
+}
+
+/// The same model with thousands of principals and small messages, so the
+/// slab grows past its compaction threshold and is renumbered repeatedly.
+#[test]
+fn drr_invariants_hold_across_slab_compactions() {
+    for seed in 0..3u64 {
+        let mut rng = StdRng::seed_from_u64(1000 + seed);
+        let cfg = DrrConfig {
+            budget_bytes: 400_000,
+            max_per_principal: 4,
+            min_quantum_bytes: 64,
+        };
+        // Alternate push-only phases (the slab grows past 1024 buckets) with
+        // drain-heavy ones (most buckets are freed, the slab is compacted).
+        model_check(&mut rng, cfg, 3000, 200, 40_000, |step| {
+            if (step / 5000) % 2 == 0 { 1.0 } else { 0.02 }
+        });
+    }
+}
+
+fn model_check(
+    rng: &mut StdRng,
+    cfg: DrrConfig,
+    principals: u32,
+    max_cost: usize,
+    steps: usize,
+    push_probability: impl Fn(usize) -> f64,
+) {
+    {
+        let budget = cfg.budget_bytes;
+        let mut q = cfg.build::<u32, u64>();
         let now = Instant::now();
         let mut accepted: HashMap<u64, u32> = HashMap::new();
         let mut gone: HashMap<u64, &'static str> = HashMap::new();
@@ -258,10 +291,10 @@ fn drr_invariants_hold_under_random_operations() {
         let mut live = std::collections::BTreeSet::new();
         let at = |v: u64| now + Duration::from_nanos(v);
         let mut next = 0u64;
-        for _ in 0..3000 {
-            if rng.random_bool(0.6) {
-                let p = rng.random_range(0..12u32);
-                let cost = rng.random_range(0..budget / 3 + 2);
+        for step in 0..steps {
+            if rng.random_bool(push_probability(step)) {
+                let p = rng.random_range(0..principals);
+                let cost = rng.random_range(0..max_cost);
                 let msg = if rng.random_bool(0.05) {
                     Msg::control(next, cost, at(next))
                 } else {
@@ -286,7 +319,12 @@ fn drr_invariants_hold_under_random_operations() {
                 next += 1;
             } else {
                 let mut out = Vec::new();
-                q.try_drain(rng.random_range(0..budget), &mut out, &mut obs);
+                let drain_budget = if rng.random_bool(0.1) {
+                    usize::MAX
+                } else {
+                    rng.random_range(0..budget)
+                };
+                q.try_drain(drain_budget, &mut out, &mut obs);
                 for d in out {
                     assert_eq!(accepted.get(&d.msg.value), Some(&d.principal));
                     assert!(
@@ -322,4 +360,38 @@ fn drr_invariants_hold_under_random_operations() {
         assert_eq!(q.bytes_in_use(), 0);
         assert_eq!(q.active_principals(), 0);
     }
+}
+
+#[test]
+fn a_burst_of_principals_does_not_pin_its_peak_memory() {
+    let mut q: Q = DrrConfig::default().build();
+    let now = Instant::now();
+    for p in 0..5000u32 {
+        q.push(p, Msg::new(u64::from(p), 100, now), &mut ())
+            .unwrap();
+    }
+    // Principal 0 stays busy while the burst drains away.
+    for i in 0..3u64 {
+        q.push(0, Msg::new(10_000 + i, 100, now), &mut ()).unwrap();
+    }
+    assert_eq!(q.slab_len(), 5000);
+    let mut seen_zero = Vec::new();
+    while q.active_principals() > 1 {
+        let d = q.pop(&mut ()).unwrap();
+        if d.principal == 0 {
+            seen_zero.push(d.msg.value);
+        }
+    }
+    assert!(q.slab_len() < 2000, "slab compacted, now {}", q.slab_len());
+    // The survivor's queue, rotation and indexes still work after renumbering.
+    q.push(7, Msg::new(7, 100, now), &mut ()).unwrap();
+    q.push(0, Msg::new(20_000, 100, now), &mut ()).unwrap();
+    while let Some(d) = q.pop(&mut ()) {
+        if d.principal == 0 {
+            seen_zero.push(d.msg.value);
+        }
+    }
+    assert_eq!(seen_zero, vec![0, 10_000, 10_001, 10_002, 20_000]);
+    assert_eq!(q.bytes_in_use(), 0);
+    assert_eq!(q.oldest_enqueued_at(), None);
 }
