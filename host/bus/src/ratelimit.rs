@@ -309,6 +309,59 @@ mod tests {
         assert_eq!(accepted, 1_000_000 / 7);
     }
 
+    /// Two threads race checks over shared keys on one shared, advancing
+    /// clock while the prune threshold is tiny, so checks straddle window
+    /// boundaries with stale clock reads and pruning runs concurrently. A
+    /// bucket's window only moves forward and holds at most the quota, so no
+    /// key may accept more than `quota x windows the clock passed through`.
+    #[test]
+    fn concurrent_checks_and_pruning_never_overspend() {
+        const QUOTA: u64 = 1000;
+        const KEYS: u64 = 16;
+        let rl = IpcRateLimiter::new(RateLimitConfig {
+            default_quota_bytes_per_sec: QUOTA,
+            prune_threshold: 4,
+            prune_interval_ms: 1,
+            ..RateLimitConfig::default()
+        });
+        let clock = AtomicU64::new(0);
+        let accepted: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let (rl, clock) = (rl.clone(), &clock);
+                    s.spawn(move || {
+                        let mut accepted = vec![0u64; KEYS as usize];
+                        for i in 0..100_000u64 {
+                            // Read the clock, then advance it: the other
+                            // thread may act on a newer time in between.
+                            let now_ms = clock.load(Relaxed) / 20;
+                            clock.fetch_add(1, Relaxed);
+                            let key = (i * 7 + t) % KEYS;
+                            let size = 1 + (i % 97) as usize;
+                            if rl.check_at("svc", &format!("p{key}"), size, now_ms).is_ok() {
+                                accepted[key as usize] += size as u64;
+                            }
+                        }
+                        accepted
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let windows = clock.load(Relaxed) / 20 / 1000 + 1;
+        for (key, (a, b)) in accepted[0].iter().zip(&accepted[1]).enumerate() {
+            let total = a + b;
+            assert!(
+                total <= QUOTA * windows,
+                "p{key}: {total} bytes over {windows} windows"
+            );
+            assert!(
+                total >= QUOTA * (windows - 1),
+                "p{key} was starved: {total}"
+            );
+        }
+    }
+
     #[test]
     fn stale_buckets_are_pruned_without_blocking() {
         let rl = IpcRateLimiter::new(RateLimitConfig {

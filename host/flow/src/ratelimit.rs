@@ -155,22 +155,34 @@ impl Window {
     }
 
     fn number(now_ms: u64) -> u32 {
-        // Wraps after ~136 years of the caller's clock; equality is all we use.
+        // Wraps after ~136 years of the caller's clock; only differences are used.
         (now_ms / WINDOW_MS) as u32
     }
 
-    /// Bytes counted in the window that is current at `now_ms`.
-    pub fn used(self, now_ms: u64) -> u64 {
-        if (self.0 >> 32) as u32 == Self::number(now_ms) {
-            self.0 & 0xffff_ffff
-        } else {
-            0
+    /// The window a charge at `now_ms` lands in, and what is already used in
+    /// it. The window never moves backwards: a caller whose `now` is behind
+    /// the bucket's window (it read the clock, then lost the CPU while another
+    /// caller moved the bucket on) is charged in the bucket's newer window.
+    /// Otherwise two callers straddling a boundary could flip the bucket
+    /// between two windows and reset its count each time.
+    fn effective(self, now_ms: u64) -> (u32, u64) {
+        let (state, now) = ((self.0 >> 32) as u32, Self::number(now_ms));
+        let used = self.0 & 0xffff_ffff;
+        match now.wrapping_sub(state) as i32 {
+            0 => (now, used),
+            behind if behind < 0 => (state, used),
+            _ => (now, 0),
         }
     }
 
-    /// True when the window has nothing to say about `now_ms` any more.
+    /// Bytes counted in the window a charge at `now_ms` would land in.
+    pub fn used(self, now_ms: u64) -> u64 {
+        self.effective(now_ms).1
+    }
+
+    /// True when the bucket's window is over at `now_ms` (safe to forget).
     pub fn is_stale(self, now_ms: u64) -> bool {
-        (self.0 >> 32) as u32 != Self::number(now_ms)
+        (Self::number(now_ms).wrapping_sub((self.0 >> 32) as u32) as i32) > 0
     }
 
     /// The pure step: charge `size` bytes against `quota` at `now_ms`.
@@ -183,17 +195,18 @@ impl Window {
                 quota_bytes_per_sec: quota,
             });
         }
-        let used = self.used(now_ms);
+        let (window, used) = self.effective(now_ms);
         if used + size64 > quota {
+            // The window ends at (window + 1) seconds; `window` is `now_ms /
+            // 1000` truncated to 32 bits, exact for the next ~136 years.
+            let ends_at = (u64::from(window) + 1) * WINDOW_MS;
             return Err(RateLimitError::QuotaExceeded {
-                retry_after_ms: WINDOW_MS - now_ms % WINDOW_MS,
+                retry_after_ms: ends_at.saturating_sub(now_ms).max(1),
                 quota_bytes_per_sec: quota,
             });
         }
         // used + size <= quota <= u32::MAX, so the low half cannot overflow.
-        Ok(Self(
-            (u64::from(Self::number(now_ms)) << 32) | (used + size64),
-        ))
+        Ok(Self((u64::from(window) << 32) | (used + size64)))
     }
 }
 
@@ -320,6 +333,23 @@ mod tests {
             Some(1)
         );
         rl.check("a", "p", 1000, 2000).unwrap();
+    }
+
+    #[test]
+    fn a_caller_with_a_stale_clock_is_charged_in_the_newer_window() {
+        let quota = 1000;
+        let w = Window::default().try_consume(2_500, 1000, quota).unwrap();
+        // A caller that read the clock at 1_999 cannot reopen window 1.
+        let err = w.try_consume(1_999, 1, quota).unwrap_err();
+        assert_eq!(err.retry_after_ms(), Some(1_001));
+        assert!(
+            !w.is_stale(1_999),
+            "a bucket ahead of the pruner's clock is kept"
+        );
+        assert!(w.is_stale(3_000));
+        let w2 = Window::default().try_consume(2_500, 10, quota).unwrap();
+        let w3 = w2.try_consume(1_999, 10, quota).unwrap();
+        assert_eq!(w3.used(2_999), 20);
     }
 
     #[test]
