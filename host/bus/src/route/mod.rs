@@ -63,7 +63,9 @@ pub(crate) struct Route {
     state: Mutex<State>,
     pub(crate) notify: Notify,
     metrics: RouteMetrics,
+    // Relaxed: log throttling only; a race logs one extra warning at most.
     warned_eviction: AtomicBool,
+    warned_refusal: AtomicBool,
 }
 
 /// Observer that turns DRR events into metrics and logs.
@@ -105,6 +107,7 @@ impl Route {
             notify: Notify::new(),
             metrics: RouteMetrics::new(subscriber),
             warned_eviction: AtomicBool::new(false),
+            warned_refusal: AtomicBool::new(false),
         }
     }
 
@@ -158,9 +161,17 @@ impl Route {
             _ => return,
         };
         self.metrics.refused[PrincipalClass::of(principal).index()].increment(1);
-        tracing::warn!(target: "sluice.audit.bus", security_event = true,
-            subscriber = self.subscriber, principal = %principal, size,
-            error = %err, "routed message refused");
+        // A flood of oversize messages must not become a flood of log lines:
+        // the first refusal per route is a warning, the rest are debug.
+        if !self.warned_refusal.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: "sluice.audit.bus", security_event = true,
+                subscriber = self.subscriber, principal = %principal, size,
+                error = %err, "routed message refused");
+        } else {
+            tracing::debug!(target: "sluice.audit.bus", security_event = true,
+                subscriber = self.subscriber, principal = %principal, size,
+                error = %err, "routed message refused");
+        }
     }
 
     pub(crate) fn pop(&self) -> Option<Arc<Event>> {
