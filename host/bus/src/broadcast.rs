@@ -45,6 +45,18 @@ impl EventReceiver {
         self.subscriber
     }
 
+    /// Events published since this receiver's position, before its topic
+    /// filter — including any already overwritten in the ring, which the next
+    /// receive skips and counts as lag. A depth for dashboards.
+    pub fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Nothing is buffered for this receiver.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
     /// Events this receiver lost to lag since it was created.
     pub fn lagged(&self) -> u64 {
         self.lagged

@@ -16,6 +16,8 @@ async fn a_lagging_receiver_skips_ahead_and_counts_what_it_lost() {
         // The fast receiver keeps up.
         assert_eq!(fast.recv().await.unwrap().payload, vec![i]);
     }
+    assert_eq!(slow.len(), 20, "counts what it missed too");
+    assert!(fast.is_empty());
     // Ring of 8: the slow receiver lost the 12 oldest and resumes at 12.
     let first = slow.recv().await.unwrap();
     assert_eq!(first.payload, vec![12]);

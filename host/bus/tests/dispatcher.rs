@@ -236,6 +236,8 @@ async fn a_full_queue_refuses_and_gives_the_event_back() {
     for n in 1..5 {
         d.dispatch(&svc, event("p", n)).unwrap();
     }
+    assert_eq!(d.queue_depth("svc", "p"), Some(4));
+    assert_eq!(d.queue_depth("svc", "nobody"), None);
     let err = d.dispatch(&svc, event("p", 5)).unwrap_err();
     assert_eq!(err.code(), "RESOURCE_EXHAUSTED");
     assert_eq!(n_of(&err.into_event()), 5);

@@ -313,6 +313,18 @@ impl<H: Handler> Dispatcher<H> {
             .unwrap_or(0)
     }
 
+    /// Events waiting in the (actor type, principal) queue, not counting one
+    /// being handled; `None` if the queue does not exist.
+    pub fn queue_depth(&self, actor_type: &str, principal: &str) -> Option<usize> {
+        let key = DispatchKey {
+            actor_type: actor_type.into(),
+            principal: principal.into(),
+        };
+        let state = self.inner.state.lock();
+        let tx = &state.slots.get(&key)?.tx;
+        Some(tx.max_capacity() - tx.capacity())
+    }
+
     /// Whether a queue exists for the key.
     pub fn has_queue(&self, actor_type: &str, principal: &str) -> bool {
         let key = DispatchKey {
