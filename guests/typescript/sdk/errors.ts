@@ -4,6 +4,7 @@
  * `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)`.
  */
 import type { ActorError, ErrorCode, OverloadScope } from "sluice:actor/types@0.1.0";
+import { u64 } from "./u64.ts";
 
 /** Optional details an error carries (all lossless to and from the WIT record). */
 export interface ErrorDetails {
@@ -125,9 +126,9 @@ export function fromWit(e: ActorError): SluiceError {
 /** The typed SDK error -> WIT `actor-error`, keeping every field. */
 export function toWit(e: SluiceError): ActorError {
   const out: ActorError = { code: e.code, message: e.message, skipped: e.skipped };
-  if (e.retryAfterMs !== null) out.retryAfterMs = BigInt(e.retryAfterMs);
+  if (e.retryAfterMs !== null) out.retryAfterMs = u64(e.retryAfterMs);
   if (e.scope !== null || e.depth !== null || e.limit !== null) {
-    out.overload = { scope: e.scope ?? "actor", depth: BigInt(e.depth ?? 0), limit: BigInt(e.limit ?? 0) };
+    out.overload = { scope: e.scope ?? "actor", depth: u64(e.depth ?? 0), limit: u64(e.limit ?? 0) };
   }
   return out;
 }

@@ -7,6 +7,7 @@ import type {
 } from "sluice:actor/types@0.1.0";
 import { fromThrown } from "./errors.ts";
 import { encodeUtf8 } from "./utf8.ts";
+import { u64 } from "./u64.ts";
 
 /** What a payload may be: bytes, text, or anything JSON-serialisable. */
 export type Payload = unknown;
@@ -19,6 +20,9 @@ export const DEFAULT_DISPATCH_MSG_TYPE = "dispatch";
 /** Bytes pass through, strings are UTF-8 encoded, null/undefined is empty, the rest is JSON. */
 export function toBytes(p: Payload): Uint8Array {
   if (p instanceof Uint8Array) return p;
+  // Byte arrays lifted by the component glue may come from another realm: test structurally.
+  if (ArrayBuffer.isView(p)) return new Uint8Array(p.buffer, p.byteOffset, p.byteLength);
+  if (p instanceof ArrayBuffer) return new Uint8Array(p);
   if (typeof p === "string") return encodeUtf8(p);
   if (p === null || p === undefined) return new Uint8Array(0);
   return encodeUtf8(JSON.stringify(p));
@@ -56,8 +60,8 @@ export const outbox = {
       mode: mode || "cast",
       idempotencyKey: idempotencyKey ?? "",
       conflict: conflict || "append",
-      sequenceNumber: opts.sequenceNumber === undefined ? undefined : BigInt(opts.sequenceNumber),
-      ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs),
+      sequenceNumber: opts.sequenceNumber === undefined ? undefined : u64(opts.sequenceNumber),
+      ttlMs: opts.ttlMs === undefined ? undefined : u64(opts.ttlMs),
     }));
     return [res.accepted, res.rejected];
   },
@@ -84,11 +88,11 @@ export const host = {
   },
   /** Request and reply; returns the reply bytes or throws a typed `SluiceError`. */
   ask(to: string, msgType: string, payload: Payload = "", timeoutMs = DEFAULT_ASK_TIMEOUT_MS): Uint8Array {
-    return call(() => witHost.ask(to, msgType, toBytes(payload), BigInt(timeoutMs)));
+    return call(() => witHost.ask(to, msgType, toBytes(payload), u64(timeoutMs)));
   },
   /** Deliver `msgType` to this actor itself after `delayMs`. */
   schedule(delayMs: number, msgType: string, payload: Payload = ""): void {
-    call(() => witHost.schedule(BigInt(delayMs), msgType, toBytes(payload)));
+    call(() => witHost.schedule(u64(delayMs), msgType, toBytes(payload)));
   },
   selfId(): string {
     return witHost.selfId();

@@ -89,6 +89,8 @@ async function buildIn(o, entry, work) {
       outfile: bundle,
       external: ["sluice:actor/*", "wasi:*"],
       alias: { "@sluice/guest": join(SDK_ROOT, "sdk/index.ts") },
+      // u64 is a number under QuickJS, a bigint under StarlingMonkey (see sdk/u64.ts).
+      define: { __SLUICE_U64_AS_NUMBER__: String(o.backend === "qjs" || o.backend === "quickjs") },
       logLevel: "warning",
     });
   });
