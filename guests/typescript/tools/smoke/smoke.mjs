@@ -3,7 +3,9 @@
 // transpiles it to JS + core wasm, its `sluice:actor/*` imports are mapped to fakehost.mjs,
 // and the TESTKIT echo table is driven through the real component, compared exactly.
 //
-//   node --experimental-wasm-extended-const tools/smoke/smoke.mjs COMPONENT.wasm
+//   node --experimental-wasm-extended-const tools/smoke/smoke.mjs COMPONENT.wasm [--guest G]
+//
+// G is the TESTKIT guest the component is: echo (default), slow, crash or flood.
 //
 // (Node 20 needs the flag for the extended-const expressions Python/QuickJS components use.)
 import { spawnSync } from "node:child_process";
@@ -13,7 +15,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SDK = resolve(HERE, "../..");
-const component = resolve(process.argv[2] ?? "");
+const argv = process.argv.slice(2);
+const gi = argv.indexOf("--guest");
+const guest = gi >= 0 ? argv.splice(gi, 2)[1] : "echo";
+const component = resolve(argv[0] ?? "");
 const name = basename(component, ".wasm").replace(/[^a-zA-Z0-9_-]/g, "_");
 // Inside guests/typescript so the transpiled module resolves preview2-shim from node_modules.
 const out = join(SDK, ".smoke", name);
@@ -42,7 +47,7 @@ const call = (t, p) => {
     return "ERR " + JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? Number(x) : x));
   }
 };
-const cases = [
+const echoCases = [
   ["echo", "hello", "hello"],
   ["anything-else", "\u00e9\u2713", "\u00e9\u2713"],
   ["init_config", "", '{"k":1}'],
@@ -70,11 +75,26 @@ const cases = [
   ["publish", '{"topic":"a.b","payload":"p"}', '{"ok":true}'],
 ];
 
+const trap = "TRAP";
+const cases = {
+  echo: echoCases,
+  slow: [["ok", "", "alive"], ["wait", "30", "30"], ["wait", "", ""]],
+  crash: [["ok", "", "alive"], ["boom", "", trap], ["ok", "", trap /* instance is poisoned after a trap */]],
+  flood: [
+    ["flood", '{"to":"W/1","msg_type":"x","count":5}', '{"queued":5,"displaced":0,"dropped":0,"refused":0,"first_error":null,"first_error_type":null}'],
+    ["flood", '{"to":"full","msg_type":"x","count":3}', '{"queued":0,"displaced":0,"dropped":0,"refused":3,"first_error":"RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)","first_error_type":"ResourceExhausted"}'],
+  ],
+}[guest];
+if (!cases) throw new Error(`unknown guest ${guest}`);
+
 actor.init('{"k":1}');
 let passed = 0;
 let failed = 0;
 for (const [t, p, want] of cases) {
-  const got = call(t, p);
+  const t0 = performance.now();
+  let got = call(t, p);
+  if (want === trap && got.startsWith("ERR ") && !got.startsWith("ERR {")) got = trap; // a wasm trap, not err(...)
+  if (guest === "slow" && t === "wait" && performance.now() - t0 < Number(p || 100)) got += " (returned too early)";
   // Compare JSON structurally (key order may differ between languages).
   const same = got === want || (() => {
     try { return JSON.stringify(sortKeys(JSON.parse(got))) === JSON.stringify(sortKeys(JSON.parse(want))); } catch { return false; }

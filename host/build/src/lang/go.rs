@@ -19,7 +19,7 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         .env("GOARCH", "wasm")
         // Local `replace` directives resolve every dependency; never rewrite go.mod.
         .env("GOFLAGS", "-mod=mod")
-        .args(["build", "-buildmode=c-shared", "-ldflags=-checklinkname=0", "-o"])
+        .args(["build", "-trimpath", "-buildmode=c-shared", "-ldflags=-checklinkname=0", "-o"])
         .arg(&core)
         .arg(".");
     if std::env::var_os("GOTOOLCHAIN").is_none() {
