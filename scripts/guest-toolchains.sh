@@ -27,8 +27,10 @@ done
 say() { printf '[guest-toolchains] %s\n' "$*" >&2; }
 
 # --- Python: componentize-py -------------------------------------------------------------
+# (pip's output is captured first: `pip show | grep -q` under pipefail fails on SIGPIPE.)
+installed_cpy="$(python3 -m pip show componentize-py 2>/dev/null || true)"
 if command -v componentize-py >/dev/null 2>&1 \
-  && python3 -m pip show componentize-py 2>/dev/null | grep -qx "Version: ${COMPONENTIZE_PY_VERSION}"; then
+  && grep -qx "Version: ${COMPONENTIZE_PY_VERSION}" <<<"$installed_cpy"; then
   say "componentize-py ${COMPONENTIZE_PY_VERSION}: present"
 else
   say "installing componentize-py ${COMPONENTIZE_PY_VERSION}"

@@ -18,6 +18,8 @@ const SDK = resolve(HERE, "../..");
 const argv = process.argv.slice(2);
 const gi = argv.indexOf("--guest");
 const guest = gi >= 0 ? argv.splice(gi, 2)[1] : "echo";
+const si = argv.indexOf("--soak");
+const soak = si >= 0 ? Number(argv.splice(si, 2)[1]) : 0;
 const component = resolve(argv[0] ?? "");
 const name = basename(component, ".wasm").replace(/[^a-zA-Z0-9_-]/g, "_");
 // Inside guests/typescript so the transpiled module resolves preview2-shim from node_modules.
@@ -106,6 +108,27 @@ function sortKeys(v) {
   if (Array.isArray(v)) return v.map(sortKeys);
   if (v && typeof v === "object") return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])]));
   return v;
+}
+if (soak > 0) {
+  // Mixed echo / ask / tell turns with 64-byte payloads: each lowers memory into the guest
+  // through cabi_realloc, which is where a GC used to start and trap (Go, stock runtime).
+  const p64 = "x".repeat(64);
+  const ask = JSON.stringify({ to: "W/1", msg_type: "x", payload: p64, timeout_ms: 100 });
+  const tell = JSON.stringify({ to: "W/1", msg_type: "x", payload: p64 });
+  const t0 = performance.now();
+  let i = 0;
+  try {
+    for (; i < soak; i++) {
+      const k = i % 3;
+      const r = k === 0 ? actor.handle(env("echo", p64)) : actor.handle(env(k === 1 ? "ask" : "tell", k === 1 ? ask : tell));
+      if (k === 0 && r.length !== 64) throw new Error(`bad echo reply at ${i}`);
+    }
+    passed++;
+    console.log(`soak: ${soak} turns in ${((performance.now() - t0) / 1000).toFixed(1)} s, no trap`);
+  } catch (e) {
+    failed++;
+    console.log(`soak: FAILED at turn ${i}: ${e}`);
+  }
 }
 rmSync(out, { recursive: true, force: true });
 console.log(`${basename(component)}: ${passed} passed, ${failed} failed`);
