@@ -5,7 +5,15 @@ const enc: { encode(s: string): Uint8Array } | null = g.TextEncoder ? new g.Text
 const dec: { decode(b: Uint8Array): string } | null = g.TextDecoder ? new g.TextDecoder() : null;
 
 export function encodeUtf8(s: string): Uint8Array {
-  if (enc) return enc.encode(s);
+  return enc ? enc.encode(s) : encodeUtf8Js(s);
+}
+
+export function decodeUtf8(b: Uint8Array): string {
+  return dec ? dec.decode(b) : decodeUtf8Js(b);
+}
+
+/** The pure-JS encoder used where `TextEncoder` is missing (exported for tests). */
+export function encodeUtf8Js(s: string): Uint8Array {
   const out: number[] = [];
   for (let i = 0; i < s.length; i++) {
     let c = s.charCodeAt(i);
@@ -21,8 +29,8 @@ export function encodeUtf8(s: string): Uint8Array {
   return new Uint8Array(out);
 }
 
-export function decodeUtf8(b: Uint8Array): string {
-  if (dec) return dec.decode(b);
+/** The pure-JS decoder used where `TextDecoder` is missing (exported for tests). */
+export function decodeUtf8Js(b: Uint8Array): string {
   let s = "";
   for (let i = 0; i < b.length;) {
     const c = b[i++];

@@ -5,6 +5,7 @@ import {
   DeadlineExceeded, Envelope, InvalidArgument, NotFound, Overloaded, ResourceExhausted, SluiceError,
   Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit,
 } from "../sdk/index.ts";
+import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
 import { state } from "./fake-host.ts";
 
 beforeEach(() => state.reset());
@@ -93,7 +94,9 @@ test("error mapping is lossless both ways", () => {
   for (const r of recs) assert.deepEqual(toWit(fromWit(r as any)), r);
 });
 
-test("utf8 fallback matches TextEncoder", () => {
-  const s = "héllo ✓ 𝄞";
+test("utf8 fallback (QuickJS has no TextEncoder) matches TextEncoder", () => {
+  const s = "héllo ✓ 𝄞 \u0000 end";
+  assert.deepEqual(encodeUtf8Js(s), new TextEncoder().encode(s));
+  assert.equal(decodeUtf8Js(new TextEncoder().encode(s)), s);
   assert.equal(decodeUtf8(encodeUtf8(s)), s);
 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs the SDK unit tests: bundles test/*.test.ts with esbuild (the `sluice:actor/*` imports
-// resolved to test/fake-host.ts), then runs them with `node --test`.
+// resolved to test/fake-host.ts), then runs them and test/*.test.mjs with `node --test`.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +25,8 @@ try {
     }],
   });
   const files = readdirSync(out).filter((f) => f.endsWith(".mjs")).map((f) => join(out, f));
+  // Plain-JS tests run as they are.
+  files.push(...readdirSync(join(ROOT, "test")).filter((f) => f.endsWith(".test.mjs")).map((f) => join(ROOT, "test", f)));
   const r = spawnSync(process.execPath, ["--test", ...files], { stdio: "inherit" });
   process.exitCode = r.status ?? 1;
 } finally {

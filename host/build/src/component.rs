@@ -56,12 +56,16 @@ pub struct ComponentInfo {
 pub fn inspect(bytes: &[u8]) -> Result<ComponentInfo> {
     let decoded = decode(bytes).map_err(|e| BuildError::Component(format!("decoding: {e:#}")))?;
     let DecodedWasm::Component(resolve, world) = decoded else {
-        return Err(BuildError::Component("a WIT package, not a component".into()));
+        return Err(BuildError::Component(
+            "a WIT package, not a component".into(),
+        ));
     };
     let w = &resolve.worlds[world];
     let name = |key: &WorldKey, item: &WorldItem| -> String {
         match (key, item) {
-            (WorldKey::Interface(id), _) => resolve.id_of(*id).unwrap_or_else(|| resolve.name_world_key(key)),
+            (WorldKey::Interface(id), _) => resolve
+                .id_of(*id)
+                .unwrap_or_else(|| resolve.name_world_key(key)),
             (WorldKey::Name(n), _) => n.clone(),
         }
     };
@@ -84,7 +88,10 @@ pub fn validate_actor(bytes: &[u8], path: &Path) -> Result<ComponentInfo> {
     if !info.exports.iter().any(|e| e == ACTOR_EXPORT) {
         return Err(BuildError::NotAnActor {
             path: path.to_path_buf(),
-            reason: format!("it does not export {ACTOR_EXPORT} (exports: {:?})", info.exports),
+            reason: format!(
+                "it does not export {ACTOR_EXPORT} (exports: {:?})",
+                info.exports
+            ),
         });
     }
     let foreign: Vec<_> = info

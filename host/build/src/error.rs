@@ -26,7 +26,9 @@ pub enum BuildError {
         install: String,
     },
     /// The repository layout (wit/, guests/) could not be found.
-    #[error("cannot find the Sluice repository (wit/actor.wit and guests/) from {from}; set SLUICE_ROOT or BuildOptions::repo_root")]
+    #[error(
+        "cannot find the Sluice repository (wit/actor.wit and guests/) from {from}; set SLUICE_ROOT or BuildOptions::repo_root"
+    )]
     RepoNotFound {
         /// Where the search started.
         from: PathBuf,

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use component::{ACTOR_EXPORT, ComponentInfo, WORLD, componentize_core, inspect, validate_actor};
+pub use component::{
+    ACTOR_EXPORT, ComponentInfo, WORLD, componentize_core, inspect, validate_actor,
+};
 pub use detect::{Language, detect};
 pub use error::{BuildError, Result};
 
@@ -51,7 +53,13 @@ impl fmt::Display for Progress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.elapsed {
             None => write!(f, "[{}] {} ...", self.language, self.step),
-            Some(d) => write!(f, "[{}] {} done in {:.1} s", self.language, self.step, d.as_secs_f64()),
+            Some(d) => write!(
+                f,
+                "[{}] {} done in {:.1} s",
+                self.language,
+                self.step,
+                d.as_secs_f64()
+            ),
         }
     }
 }
@@ -140,7 +148,8 @@ pub fn build(dir: &Path, opts: &BuildOptions) -> Result<BuildOutput> {
         Language::TypeScript => lang::typescript::build(&ctx)?,
         Language::Rust => lang::rust::build(&ctx)?,
     }
-    let bytes = std::fs::read(&output).map_err(BuildError::io(format!("reading {}", output.display())))?;
+    let bytes =
+        std::fs::read(&output).map_err(BuildError::io(format!("reading {}", output.display())))?;
     let info = if opts.skip_validation {
         ComponentInfo::default()
     } else {
@@ -182,5 +191,7 @@ fn repo_root(dir: &Path, opts: &BuildOptions) -> Result<PathBuf> {
     if is_repo(&built_in) {
         return process::absolute(&built_in);
     }
-    Err(BuildError::RepoNotFound { from: dir.to_path_buf() })
+    Err(BuildError::RepoNotFound {
+        from: dir.to_path_buf(),
+    })
 }

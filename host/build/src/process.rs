@@ -44,7 +44,9 @@ pub(crate) fn display(cmd: &Command) -> String {
 
 fn quote(a: &OsStr) -> String {
     let a = a.to_string_lossy();
-    if a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+    if a.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
+    {
         a.into_owned()
     } else {
         format!("'{}'", a.replace('\'', "'\\''"))

@@ -8,11 +8,16 @@ use std::path::{Path, PathBuf};
 use sluice_build::{ACTOR_EXPORT, BuildError, BuildOptions, JsBackend, Language, build, detect};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guests").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("guests")
+        .join(name);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -20,18 +25,40 @@ fn out_dir(name: &str) -> PathBuf {
 fn build_echo(lang_dir: &str, language: Language, opts: BuildOptions, name: &str) {
     let dir = repo().join("guests").join(lang_dir).join("testkit/echo");
     assert_eq!(detect(&dir), Some(language), "detects {}", dir.display());
-    let opts = BuildOptions { output: Some(out_dir(name).join("echo.wasm")), ..opts };
+    let opts = BuildOptions {
+        output: Some(out_dir(name).join("echo.wasm")),
+        ..opts
+    };
     match build(&dir, &opts) {
         Ok(out) => {
             assert_eq!(out.language, language);
-            assert!(out.info.exports.iter().any(|e| e == ACTOR_EXPORT), "{:?}", out.info);
+            assert!(
+                out.info.exports.iter().any(|e| e == ACTOR_EXPORT),
+                "{:?}",
+                out.info
+            );
             for i in &out.info.imports {
-                assert!(i.starts_with("sluice:actor/") || i.starts_with("wasi:"), "foreign import {i}");
+                assert!(
+                    i.starts_with("sluice:actor/") || i.starts_with("wasi:"),
+                    "foreign import {i}"
+                );
             }
-            for i in ["sluice:actor/host@0.1.0", "sluice:actor/outbox@0.1.0", "sluice:actor/bus@0.1.0"] {
-                assert!(out.info.imports.iter().any(|x| x == i), "{name} must import {i}: {:?}", out.info.imports);
+            for i in [
+                "sluice:actor/host@0.1.0",
+                "sluice:actor/outbox@0.1.0",
+                "sluice:actor/bus@0.1.0",
+            ] {
+                assert!(
+                    out.info.imports.iter().any(|x| x == i),
+                    "{name} must import {i}: {:?}",
+                    out.info.imports
+                );
             }
-            eprintln!("{name}: {} bytes in {:.1} s", out.size, out.elapsed.as_secs_f64());
+            eprintln!(
+                "{name}: {} bytes in {:.1} s",
+                out.size,
+                out.elapsed.as_secs_f64()
+            );
         }
         Err(e @ BuildError::MissingToolchain { .. })
             if std::env::var("SLUICE_REQUIRE_GUEST_TOOLCHAINS").as_deref() != Ok("1") =>
@@ -49,17 +76,30 @@ fn go_echo_builds_into_an_actor_component() {
 
 #[test]
 fn python_echo_builds_into_an_actor_component() {
-    build_echo("python", Language::Python, BuildOptions::default(), "python");
+    build_echo(
+        "python",
+        Language::Python,
+        BuildOptions::default(),
+        "python",
+    );
 }
 
 #[test]
 fn typescript_echo_builds_into_an_actor_component() {
-    build_echo("typescript", Language::TypeScript, BuildOptions::default(), "typescript");
+    build_echo(
+        "typescript",
+        Language::TypeScript,
+        BuildOptions::default(),
+        "typescript",
+    );
 }
 
 #[test]
 fn typescript_echo_builds_with_the_quickjs_backend() {
-    let opts = BuildOptions { js_backend: JsBackend::QuickJs, ..Default::default() };
+    let opts = BuildOptions {
+        js_backend: JsBackend::QuickJs,
+        ..Default::default()
+    };
     build_echo("typescript", Language::TypeScript, opts, "typescript-qjs");
 }
 

@@ -49,12 +49,20 @@ fn committed_go_bindings_match_a_fresh_generation() {
         .args(["--pkg-name", "sluice.dev/guest/internal/wit"])
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let committed = repo.join("guests/go/internal/wit");
     assert_eq!(files(&committed), files(&fresh), "file lists differ");
     for f in files(&fresh) {
         let a = std::fs::read_to_string(committed.join(&f)).unwrap();
         let b = std::fs::read_to_string(fresh.join(&f)).unwrap();
-        assert!(a == b, "{} differs from a fresh `wit-bindgen go` run; regenerate it", f.display());
+        assert!(
+            a == b,
+            "{} differs from a fresh `wit-bindgen go` run; regenerate it",
+            f.display()
+        );
     }
 }

@@ -12,8 +12,19 @@ fn missing_componentize_py_names_the_install_command() {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("missing/x.wasm");
     // SAFETY: the only test in this binary; nothing else reads the environment concurrently.
     unsafe { std::env::set_var("PATH", "/nonexistent") };
-    match build(&dir, &BuildOptions { output: Some(out), ..Default::default() }) {
-        Err(e @ BuildError::MissingToolchain { tool: "componentize-py", .. }) => {
+    match build(
+        &dir,
+        &BuildOptions {
+            output: Some(out),
+            ..Default::default()
+        },
+    ) {
+        Err(
+            e @ BuildError::MissingToolchain {
+                tool: "componentize-py",
+                ..
+            },
+        ) => {
             let text = e.to_string();
             assert!(text.contains(INSTALL_COMMAND), "{text}");
         }

@@ -26,7 +26,11 @@ impl Ctx<'_> {
     }
 
     fn report(&self, step: &str, elapsed: Option<std::time::Duration>) {
-        let p = Progress { language: self.language, step: step.to_string(), elapsed };
+        let p = Progress {
+            language: self.language,
+            step: step.to_string(),
+            elapsed,
+        };
         tracing::info!(language = %self.language, step, elapsed_ms = elapsed.map(|d| d.as_millis() as u64), "build step");
         if let Some(cb) = &self.opts.progress {
             cb(&p);

@@ -10,7 +10,10 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
     let tool = process::require("componentize-py", INSTALL_COMMAND)?;
     if !ctx.dir.join("app.py").is_file() {
         return Err(BuildError::Io {
-            context: format!("{}: a Python actor's module must be app.py", ctx.dir.display()),
+            context: format!(
+                "{}: a Python actor's module must be app.py",
+                ctx.dir.display()
+            ),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         });
     }

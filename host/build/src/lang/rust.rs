@@ -8,7 +8,10 @@ use crate::error::{BuildError, Result};
 use crate::{INSTALL_COMMAND, process};
 
 pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
-    let cargo = process::require("cargo", "https://rustup.rs (rustup), then bash scripts/guest-toolchains.sh")?;
+    let cargo = process::require(
+        "cargo",
+        "https://rustup.rs (rustup), then bash scripts/guest-toolchains.sh",
+    )?;
     let mut cmd = Command::new(cargo);
     cmd.current_dir(ctx.dir).args([
         "build",
@@ -17,9 +20,13 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         "--release",
         "--message-format=json-render-diagnostics",
     ]);
-    let out = ctx.step("cargo build --target wasm32-wasip2 --release", || process::run("cargo", cmd));
+    let out = ctx.step("cargo build --target wasm32-wasip2 --release", || {
+        process::run("cargo", cmd)
+    });
     let out = match out {
-        Err(BuildError::ToolFailed { output, .. }) if output.contains("target may not be installed") => {
+        Err(BuildError::ToolFailed { output, .. })
+            if output.contains("target may not be installed") =>
+        {
             return Err(BuildError::MissingToolchain {
                 tool: "wasm32-wasip2",
                 why: "the Rust target wasm32-wasip2 is not installed".into(),
@@ -28,14 +35,19 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         }
         other => other?,
     };
-    let artifact = wasm_artifacts(&out).pop().ok_or_else(|| BuildError::ToolFailed {
-        tool: "cargo",
-        command: "cargo build --target wasm32-wasip2 --release".into(),
-        status: "no .wasm artifact (is the crate a cdylib?)".into(),
-        output: String::new(),
-    })?;
-    std::fs::copy(&artifact, ctx.output)
-        .map_err(BuildError::io(format!("copying {} to {}", artifact.display(), ctx.output.display())))?;
+    let artifact = wasm_artifacts(&out)
+        .pop()
+        .ok_or_else(|| BuildError::ToolFailed {
+            tool: "cargo",
+            command: "cargo build --target wasm32-wasip2 --release".into(),
+            status: "no .wasm artifact (is the crate a cdylib?)".into(),
+            output: String::new(),
+        })?;
+    std::fs::copy(&artifact, ctx.output).map_err(BuildError::io(format!(
+        "copying {} to {}",
+        artifact.display(),
+        ctx.output.display()
+    )))?;
     Ok(())
 }
 
@@ -56,4 +68,25 @@ fn wasm_artifacts(messages: &str) -> Vec<PathBuf> {
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_wasm_artifact_among_cargo_messages() {
+        let msgs = concat!(
+            r#"{"reason":"compiler-artifact","filenames":["/t/wasm32-wasip2/release/deps/libserde.rlib"]}"#,
+            "\n",
+            "   Compiling echo v0.1.0 (not json)\n",
+            r#"{"reason":"compiler-artifact","filenames":["/t/wasm32-wasip2/release/echo.wasm"]}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+        );
+        assert_eq!(
+            wasm_artifacts(msgs),
+            vec![PathBuf::from("/t/wasm32-wasip2/release/echo.wasm")]
+        );
+    }
 }

@@ -9,10 +9,16 @@ use crate::{INSTALL_COMMAND, JsBackend, process};
 pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
     let node = process::require("node", "apt-get install nodejs npm")?;
     let sdk = ctx.repo.join("guests").join("typescript");
-    if !sdk.join("node_modules/@bytecodealliance/jco/package.json").is_file() {
+    if !sdk
+        .join("node_modules/@bytecodealliance/jco/package.json")
+        .is_file()
+    {
         return Err(BuildError::MissingToolchain {
             tool: "jco",
-            why: format!("{} has no node_modules/@bytecodealliance/jco", sdk.display()),
+            why: format!(
+                "{} has no node_modules/@bytecodealliance/jco",
+                sdk.display()
+            ),
             install: INSTALL_COMMAND.to_string(),
         });
     }
