@@ -37,6 +37,12 @@ fn build_echo(lang_dir: &str, language: Language, opts: BuildOptions, name: &str
                 "{:?}",
                 out.info
             );
+            // `--disable http fetch-event` keeps wasi:http out (the host need not link it).
+            assert!(
+                !out.info.imports.iter().any(|i| i.starts_with("wasi:http/")),
+                "{:?}",
+                out.info.imports
+            );
             for i in &out.info.imports {
                 assert!(
                     i.starts_with("sluice:actor/") || i.starts_with("wasi:"),
