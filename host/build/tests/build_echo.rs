@@ -65,7 +65,7 @@ fn build_guest(lang_dir: &str, guest: &str, language: Language, opts: BuildOptio
         .join(guest);
     assert_eq!(detect(&dir), Some(language), "detects {}", dir.display());
     let opts = BuildOptions {
-        output: Some(out_dir(name).join("echo.wasm")),
+        output: Some(out_dir(name).join(format!("{guest}.wasm"))),
         ..opts
     };
     match build(&dir, &opts) {
