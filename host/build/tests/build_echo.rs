@@ -50,7 +50,12 @@ fn smoke(component: &Path, guest: &str) {
         "smoke run of {} failed:\n{text}",
         component.display()
     );
-    eprintln!("{}", text.lines().last().unwrap_or_default());
+    eprintln!(
+        "{}",
+        text.lines()
+            .rfind(|l| l.contains(" passed, "))
+            .unwrap_or_default()
+    );
 }
 
 fn build_echo(lang_dir: &str, language: Language, opts: BuildOptions, name: &str) {
