@@ -9,7 +9,7 @@
 //
 // (Node 20 needs the flag for the extended-const expressions Python/QuickJS components use.)
 import { spawnSync } from "node:child_process";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -23,16 +23,19 @@ const soak = si >= 0 ? Number(argv.splice(si, 2)[1]) : 0;
 const component = resolve(argv[0] ?? "");
 const name = basename(component, ".wasm").replace(/[^a-zA-Z0-9_-]/g, "_");
 // Inside guests/typescript so the transpiled module resolves preview2-shim from node_modules.
-const out = join(SDK, ".smoke", name);
-rmSync(out, { recursive: true, force: true });
-mkdirSync(out, { recursive: true });
+// A fresh folder per run: parallel runs (e.g. cargo tests) must not share one.
+mkdirSync(join(SDK, ".smoke"), { recursive: true });
+const out = mkdtempSync(join(SDK, ".smoke", `${name}-`));
 const fake = pathToFileURL(join(HERE, "fakehost.mjs")).href;
 const map = (i) => ["--map", `sluice:actor/${i}@0.1.0=${fake}#${i}`];
 const r = spawnSync(process.execPath, [
   "--import", join(SDK, "tools/preopen.mjs"), join(SDK, "node_modules/@bytecodealliance/jco/dist/jco.js"),
   "transpile", component, "-o", out, "--name", name, ...map("host"), ...map("outbox"), ...map("bus"),
 ], { stdio: ["ignore", "ignore", "inherit"] });
-if (r.status !== 0) process.exit(r.status ?? 1);
+if (r.status !== 0) {
+  rmSync(out, { recursive: true, force: true });
+  process.exit(r.status ?? 1);
+}
 
 const { actor } = await import(pathToFileURL(join(out, `${name}.js`)).href);
 const te = new TextEncoder();
