@@ -1,0 +1,57 @@
+// Package sluice is the Go guest SDK of Sluice: register an Actor, call the host through
+// package sluice.dev/guest/host, and match errors with errors.Is/As.
+//
+//	func init() { sluice.Register(&Echo{}) }
+//	func main() {}
+package sluice
+
+import "fmt"
+
+var registered Actor
+
+// Register installs the actor. Call it from an init function: a component built with
+// -buildmode=c-shared runs package initialisers but never main.
+func Register(a Actor) { registered = a }
+
+// HandlerFunc adapts a function to an Actor with a no-op Init.
+type HandlerFunc func(env *Envelope) ([]byte, error)
+
+// Init does nothing.
+func (HandlerFunc) Init(string) error { return nil }
+
+// Handle calls f.
+func (f HandlerFunc) Handle(env *Envelope) ([]byte, error) { return f(env) }
+
+// CallInit runs the registered actor's Init (used by the component glue).
+func CallInit(config string) *Error {
+	if registered == nil {
+		return NewError(CodeInternal, "no actor registered: call sluice.Register in an init function")
+	}
+	if err := registered.Init(config); err != nil {
+		return AsError(err)
+	}
+	return nil
+}
+
+// CallHandle runs the registered actor's Handle (used by the component glue). A returned
+// error becomes a guest error; a panic is not recovered and traps the instance.
+func CallHandle(env *Envelope) ([]byte, *Error) {
+	if registered == nil {
+		return nil, NewError(CodeInternal, "no actor registered: call sluice.Register in an init function")
+	}
+	out, err := registered.Handle(env)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	return out, nil
+}
+
+// Reply converts a reply value like ToBytes, for handlers that build JSON replies:
+// return sluice.Reply(map[string]any{"ok": true}).
+func Reply(v any) ([]byte, error) {
+	b, err := ToBytes(v)
+	if err != nil {
+		return nil, fmt.Errorf("reply: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,211 @@
+//go:build wasip1
+
+package sluice
+
+// The component glue: inside a component (GOOS=wasip1) the SDK talks to the generated WIT
+// bindings. This file is the only place that converts between them and the SDK's types, in
+// both directions, losslessly.
+
+import (
+	witTypes "go.bytecodealliance.org/pkg/wit/types"
+
+	exp "sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
+	_ "sluice.dev/guest/internal/wit/exports/wit_exports" // the //go:wasmexport functions
+	"sluice.dev/guest/internal/wit/imports/sluice_actor_bus"
+	"sluice.dev/guest/internal/wit/imports/sluice_actor_host"
+	"sluice.dev/guest/internal/wit/imports/sluice_actor_outbox"
+	wt "sluice.dev/guest/internal/wit/imports/sluice_actor_types"
+)
+
+func init() {
+	SetBackend(witBackend{})
+	exp.InitHook = witInit
+	exp.HandleHook = witHandle
+}
+
+var codeToWit = map[Code]wt.ErrorCode{
+	CodeResourceExhausted: wt.ErrorCode_ResourceExhausted,
+	CodeDeadlineExceeded:  wt.ErrorCode_DeadlineExceeded,
+	CodeOverloaded:        wt.ErrorCode_Overloaded,
+	CodeNotFound:          wt.ErrorCode_NotFound,
+	CodeInvalidArgument:   wt.ErrorCode_InvalidArgument,
+	CodeUnavailable:       wt.ErrorCode_Unavailable,
+	CodeInternal:          wt.ErrorCode_Internal,
+}
+
+var witToCode = map[wt.ErrorCode]Code{}
+
+func init() {
+	for k, v := range codeToWit {
+		witToCode[v] = k
+	}
+}
+
+// fromWit converts a WIT actor-error into the SDK error. The message is copied: the host
+// wrote it into memory the next export call unpins.
+func fromWit(e wt.ActorError) *Error {
+	code, ok := witToCode[e.Code]
+	if !ok {
+		code = CodeInternal
+	}
+	out := &Error{Code: code, Message: string([]byte(e.Message)), Skipped: e.Skipped}
+	if e.RetryAfterMs.IsSome() {
+		v := e.RetryAfterMs.Some()
+		out.RetryAfterMs = &v
+	}
+	if e.Overload.IsSome() {
+		ov := e.Overload.Some()
+		out.Scope, out.Depth, out.Limit = "actor", ov.Depth, ov.Limit
+		if ov.Scope == wt.OverloadScope_Host {
+			out.Scope = "host"
+		}
+	}
+	return out
+}
+
+func toWit(e *Error) wt.ActorError {
+	code, ok := codeToWit[e.Code]
+	if !ok {
+		code = wt.ErrorCode_Internal
+	}
+	out := wt.ActorError{
+		Code: code, Message: e.Message, Skipped: e.Skipped,
+		RetryAfterMs: witTypes.None[uint64](), Overload: witTypes.None[wt.OverloadInfo](),
+	}
+	if e.RetryAfterMs != nil {
+		out.RetryAfterMs = witTypes.Some(*e.RetryAfterMs)
+	}
+	if e.Scope != "" {
+		scope := wt.OverloadScope_Actor
+		if e.Scope == "host" {
+			scope = wt.OverloadScope_Host
+		}
+		out.Overload = witTypes.Some(wt.OverloadInfo{Scope: scope, Depth: e.Depth, Limit: e.Limit})
+	}
+	return out
+}
+
+func witInit(config string) witTypes.Result[witTypes.Unit, wt.ActorError] {
+	if err := CallInit(config); err != nil {
+		return witTypes.Err[witTypes.Unit](toWit(err))
+	}
+	return witTypes.Ok[witTypes.Unit, wt.ActorError](witTypes.Unit{})
+}
+
+func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
+	e := &Envelope{
+		MsgType:   env.MsgType,
+		Payload:   env.Payload,
+		Principal: env.Principal,
+	}
+	if env.Sender.IsSome() {
+		e.Sender, e.HasSender = env.Sender.Some(), true
+	}
+	if env.DeadlineMs.IsSome() {
+		e.DeadlineMs, e.HasDeadline = env.DeadlineMs.Some(), true
+	}
+	out, err := CallHandle(e)
+	if err != nil {
+		return witTypes.Err[[]uint8](toWit(err))
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return witTypes.Ok[[]uint8, wt.ActorError](out)
+}
+
+type witBackend struct{}
+
+var receipts = [...]Receipt{wt.TellReceipt_Queued: Queued, wt.TellReceipt_DisplacedOldest: DisplacedOldest, wt.TellReceipt_DroppedNewest: DroppedNewest}
+
+func (witBackend) Tell(to, msgType string, payload []byte) (Receipt, error) {
+	r := sluice_actor_host.Tell(to, msgType, payload)
+	if r.IsErr() {
+		return "", fromWit(r.Err())
+	}
+	return receipts[r.Ok()], nil
+}
+
+func (witBackend) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte, error) {
+	r := sluice_actor_host.Ask(to, msgType, payload, timeoutMs)
+	if r.IsErr() {
+		return nil, fromWit(r.Err())
+	}
+	return r.Ok(), nil
+}
+
+func (witBackend) Schedule(delayMs uint64, msgType string, payload []byte) error {
+	r := sluice_actor_host.Schedule(delayMs, msgType, payload)
+	if r.IsErr() {
+		return fromWit(r.Err())
+	}
+	return nil
+}
+
+func (witBackend) SelfID() string { return sluice_actor_host.SelfId() }
+
+func (witBackend) NowMs() uint64 { return sluice_actor_host.NowMs() }
+
+var levels = map[Level]wt.LogLevel{
+	LevelTrace: wt.LogLevel_Trace, LevelDebug: wt.LogLevel_Debug, LevelInfo: wt.LogLevel_Info,
+	LevelWarn: wt.LogLevel_Warn, LevelError: wt.LogLevel_Error,
+}
+
+func (witBackend) Log(level Level, msg string) {
+	l, ok := levels[level]
+	if !ok {
+		l = wt.LogLevel_Info
+	}
+	sluice_actor_host.Log(l, msg)
+}
+
+func optU64(p *uint64) witTypes.Option[uint64] {
+	if p == nil {
+		return witTypes.None[uint64]()
+	}
+	return witTypes.Some(*p)
+}
+
+func (witBackend) Dispatch(req DispatchRequest) (DispatchResult, error) {
+	mode := wt.DispatchMode_Cast
+	if req.Mode == "call" {
+		mode = wt.DispatchMode_Call
+	}
+	conflict := wt.Conflict_Append
+	if req.Conflict == "overwrite" {
+		conflict = wt.Conflict_Overwrite
+	}
+	targets := req.Targets
+	if targets == nil {
+		targets = []string{}
+	}
+	r := sluice_actor_outbox.Dispatch(wt.DispatchRequest{
+		Context: req.Context, DispatcherId: req.DispatcherID, MsgType: req.MsgType,
+		Targets: targets, Payload: req.Payload, Mode: mode, IdempotencyKey: req.IdempotencyKey,
+		Conflict: conflict, SequenceNumber: optU64(req.SequenceNumber), TtlMs: optU64(req.TTLMs),
+	})
+	if r.IsErr() {
+		return DispatchResult{}, fromWit(r.Err())
+	}
+	res := r.Ok()
+	return DispatchResult{Accepted: res.Accepted, Rejected: res.Rejected}, nil
+}
+
+func (witBackend) TellReliable(to, msgType string, payload []byte) (DeliveryPath, error) {
+	r := sluice_actor_outbox.TellReliable(to, msgType, payload)
+	if r.IsErr() {
+		return "", fromWit(r.Err())
+	}
+	if r.Ok() == wt.DeliveryPath_Outbox {
+		return ViaOutbox, nil
+	}
+	return Direct, nil
+}
+
+func (witBackend) Publish(topic string, payload []byte) error {
+	r := sluice_actor_bus.Publish(topic, payload)
+	if r.IsErr() {
+		return fromWit(r.Err())
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// A Sluice actor in Go. Build: sluice build . (or see guests/go/README.md).
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	sluice "sluice.dev/guest"
+	"sluice.dev/guest/host"
+)
+
+type myActor struct{ count int }
+
+// Init receives the actor's `init` table from app-config.toml, as JSON.
+func (a *myActor) Init(config string) error { return nil }
+
+func (a *myActor) Handle(env *sluice.Envelope) ([]byte, error) {
+	a.count++
+	switch env.MsgType {
+	case "ping":
+		return sluice.Reply(map[string]any{"pong": a.count, "at": host.NowMs(), "me": host.SelfID()})
+	case "forward":
+		reply, err := host.Ask("Worker/1", "process", env.Payload, 2000)
+		var e *sluice.Error
+		if errors.Is(err, sluice.ErrResourceExhausted) && errors.As(err, &e) {
+			return sluice.Reply(map[string]any{"busy": true, "retry_after_ms": e.RetryAfterMs})
+		}
+		return reply, err
+	}
+	return nil, sluice.InvalidArgument(fmt.Sprintf("unknown msg-type %q", env.MsgType))
+}
+
+// Components built with -buildmode=c-shared run init functions, never main.
+func init() { sluice.Register(&myActor{}) }
+
+func main() {}

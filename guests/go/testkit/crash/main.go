@@ -1,0 +1,15 @@
+// TESTKIT `crash`: `ok` replies alive; anything else panics (a trap).
+package main
+
+import sluice "sluice.dev/guest"
+
+func handle(env *sluice.Envelope) ([]byte, error) {
+	if env.MsgType == "ok" {
+		return []byte("alive"), nil
+	}
+	panic("crash requested by " + env.MsgType)
+}
+
+func init() { sluice.Register(sluice.HandlerFunc(handle)) }
+
+func main() {}

@@ -1,0 +1,134 @@
+// TESTKIT `echo`: the workhorse test actor (see guests/TESTKIT.md).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+
+	sluice "sluice.dev/guest"
+	"sluice.dev/guest/host"
+)
+
+type envelopeRecord struct {
+	MsgType   string  `json:"msg_type"`
+	Principal string  `json:"principal"`
+	Sender    *string `json:"sender"`
+}
+
+type echo struct {
+	config    string
+	items     []string
+	envelopes []envelopeRecord
+}
+
+func (a *echo) Init(config string) error {
+	a.config = config
+	return nil
+}
+
+func sender(env *sluice.Envelope) *string {
+	if env.HasSender {
+		s := env.Sender
+		return &s
+	}
+	return nil
+}
+
+func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
+	switch env.MsgType {
+	case "init_config":
+		return []byte(a.config), nil
+	case "whoami":
+		var deadline any
+		if env.HasDeadline {
+			deadline = env.DeadlineMs
+		}
+		return sluice.Reply(map[string]any{"self_id": host.SelfID(), "principal": env.Principal,
+			"sender": sender(env), "deadline_ms": deadline})
+	case "now":
+		return sluice.Reply(map[string]any{"now_ms": host.NowMs()})
+	case "fail":
+		return nil, sluice.InvalidArgument("bad input")
+	case "log":
+		host.Log(sluice.LevelInfo, env.Text())
+		return sluice.Reply(map[string]any{"ok": true})
+	case "record":
+		a.items = append(a.items, env.Text())
+		a.envelopes = append(a.envelopes, envelopeRecord{env.MsgType, env.Principal, sender(env)})
+		return sluice.Reply(map[string]any{"count": len(a.items)})
+	case "recorded":
+		items, envs := a.items, a.envelopes
+		if items == nil {
+			items, envs = []string{}, []envelopeRecord{}
+		}
+		return sluice.Reply(map[string]any{"items": items, "envelopes": envs})
+	case "tell", "ask", "schedule", "tell_reliable", "dispatch", "publish":
+		var req request
+		if len(env.Payload) > 0 {
+			if err := json.Unmarshal(env.Payload, &req); err != nil {
+				return nil, sluice.InvalidArgument("bad request: " + err.Error())
+			}
+		}
+		res, err := callHost(env.MsgType, &req)
+		if err != nil {
+			var e *sluice.Error
+			if errors.As(err, &e) {
+				return sluice.Reply(map[string]any{"ok": false, "error": e.Report()})
+			}
+			return nil, err
+		}
+		res["ok"] = true
+		return sluice.Reply(res)
+	default:
+		return env.Payload, nil
+	}
+}
+
+type request struct {
+	To             string   `json:"to"`
+	MsgType        string   `json:"msg_type"`
+	Payload        string   `json:"payload"`
+	TimeoutMs      uint64   `json:"timeout_ms"`
+	DelayMs        uint64   `json:"delay_ms"`
+	Targets        []string `json:"targets"`
+	Mode           string   `json:"mode"`
+	IdempotencyKey string   `json:"idempotency_key"`
+	Conflict       string   `json:"conflict"`
+	Context        string   `json:"context"`
+	Topic          string   `json:"topic"`
+}
+
+func callHost(op string, r *request) (map[string]any, error) {
+	switch op {
+	case "tell":
+		receipt, err := host.Tell(r.To, r.MsgType, r.Payload)
+		return map[string]any{"receipt": receipt}, err
+	case "ask":
+		reply, err := host.Ask(r.To, r.MsgType, r.Payload, r.TimeoutMs)
+		return map[string]any{"reply": string(reply)}, err
+	case "schedule":
+		return map[string]any{}, host.Schedule(r.DelayMs, r.MsgType, r.Payload)
+	case "tell_reliable":
+		path, err := host.Outbox().TellReliable(r.To, r.MsgType, r.Payload)
+		return map[string]any{"path": path}, err
+	case "dispatch":
+		msgType := r.MsgType
+		if msgType == "" {
+			msgType = sluice.DefaultDispatchMsgType
+		}
+		res, err := host.Outbox().Dispatch(sluice.DispatchRequest{
+			Context: r.Context, DispatcherID: host.SelfID(), MsgType: msgType, Targets: r.Targets,
+			Payload: []byte(r.Payload), Mode: r.Mode, IdempotencyKey: r.IdempotencyKey, Conflict: r.Conflict,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"accepted": res.Accepted, "rejected": res.Rejected}, nil
+	default:
+		return map[string]any{}, host.Bus().Publish(r.Topic, r.Payload)
+	}
+}
+
+func init() { sluice.Register(&echo{}) }
+
+func main() {}

@@ -1,0 +1,19 @@
+// TESTKIT `loop`: `ok` replies alive; anything else spins forever without calling the host.
+package main
+
+import sluice "sluice.dev/guest"
+
+var sink uint64
+
+func handle(env *sluice.Envelope) ([]byte, error) {
+	if env.MsgType == "ok" {
+		return []byte("alive"), nil
+	}
+	for {
+		sink++
+	}
+}
+
+func init() { sluice.Register(sluice.HandlerFunc(handle)) }
+
+func main() {}

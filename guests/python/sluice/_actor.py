@@ -1,0 +1,83 @@
+"""Actor registration and the export adapter componentize-py calls."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ._host import to_bytes
+from ._wit import Err, to_wit
+from .errors import SluiceError
+
+__all__ = ["Actor", "Envelope", "register", "actor", "registered", "Export"]
+
+
+@dataclass
+class Envelope:
+    """One message as the actor receives it."""
+
+    sender: Optional[str]
+    msg_type: str
+    payload: bytes
+    principal: str
+    deadline_ms: Optional[int]
+
+    @property
+    def text(self) -> str:
+        """The payload decoded as UTF-8."""
+        return self.payload.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The payload parsed as JSON (`None` when empty)."""
+        return json.loads(self.payload) if self.payload else None
+
+
+class Actor:
+    """Base class: override ``init`` (optional) and ``handle``.
+
+    ``handle`` may return bytes, str, None or anything JSON-serialisable; raising a
+    `SluiceError` returns a guest error to the caller, any other exception traps.
+    """
+
+    def init(self, config: str) -> None:  # noqa: D401 - WIT name
+        self.config = config
+
+    def handle(self, env: Envelope) -> Any:
+        raise NotImplementedError("override Actor.handle")
+
+
+_registered: Optional[Any] = None
+
+
+def register(actor_or_class: Any) -> Any:
+    """Register the actor (a class, instantiated once, or an instance). Usable as a decorator."""
+    global _registered
+    _registered = actor_or_class() if isinstance(actor_or_class, type) else actor_or_class
+    return actor_or_class
+
+
+actor = register
+
+
+def registered() -> Any:
+    if _registered is None:
+        raise RuntimeError("no actor registered: call sluice.register(MyActor) in app.py")
+    return _registered
+
+
+class Export:
+    """Implements the WIT `actor` export by forwarding to the registered actor."""
+
+    def init(self, config: str) -> None:
+        try:
+            registered().init(config)
+        except SluiceError as e:
+            raise Err(to_wit(e)) from None
+
+    def handle(self, env: Any) -> bytes:
+        e = Envelope(env.sender, env.msg_type, bytes(env.payload), env.principal, env.deadline_ms)
+        try:
+            return to_bytes(registered().handle(e))
+        except SluiceError as err:
+            raise Err(to_wit(err)) from None

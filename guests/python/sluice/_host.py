@@ -1,0 +1,140 @@
+"""`host`: the idiomatic face of the WIT imports (`host`, `outbox`, `bus`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Optional, Tuple
+
+from . import _wit
+from ._wit import call, wit_bus, wit_host, wit_outbox, wit_types
+from .errors import InvalidArgument
+
+__all__ = ["host", "to_bytes", "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE"]
+
+#: `ask` deadline when the caller gives none (the host may tighten it further).
+DEFAULT_ASK_TIMEOUT_MS = 5000
+#: The msg-type receivers see for `outbox.dispatch` when the caller gives none.
+DEFAULT_DISPATCH_MSG_TYPE = "dispatch"
+
+_RECEIPTS = {
+    wit_types.TellReceipt.QUEUED: "queued",
+    wit_types.TellReceipt.DISPLACED_OLDEST: "displaced-oldest",
+    wit_types.TellReceipt.DROPPED_NEWEST: "dropped-newest",
+}
+_PATHS = {wit_types.DeliveryPath.DIRECT: "direct", wit_types.DeliveryPath.OUTBOX: "outbox"}
+_MODES = {"": wit_types.DispatchMode.CAST, "cast": wit_types.DispatchMode.CAST,
+          "call": wit_types.DispatchMode.CALL}
+_CONFLICTS = {"": wit_types.Conflict.APPEND, "append": wit_types.Conflict.APPEND,
+              "overwrite": wit_types.Conflict.OVERWRITE}
+_LEVELS = {
+    "trace": wit_types.LogLevel.TRACE,
+    "debug": wit_types.LogLevel.DEBUG,
+    "info": wit_types.LogLevel.INFO,
+    "warn": wit_types.LogLevel.WARN,
+    "warning": wit_types.LogLevel.WARN,
+    "error": wit_types.LogLevel.ERROR,
+}
+
+
+def to_bytes(payload: Any) -> bytes:
+    """bytes pass through, str is UTF-8 encoded, None is empty, anything else becomes JSON."""
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, (bytearray, memoryview)):
+        return bytes(payload)
+    if isinstance(payload, str):
+        return payload.encode()
+    if payload is None:
+        return b""
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def _enum(table: dict, value: Any, what: str) -> Any:
+    if not isinstance(value, str):
+        return value  # already a generated enum value
+    try:
+        return table[value.lower()]
+    except KeyError:
+        raise InvalidArgument(f"INVALID_ARGUMENT: unknown {what} {value!r}") from None
+
+
+class Outbox:
+    """The durable outbox (`sluice:actor/outbox`)."""
+
+    def dispatch(
+        self,
+        ctx: str,
+        dispatcher_id: str,
+        targets: Iterable[str],
+        payload: Any,
+        mode: str = "cast",
+        idempotency_key: str = "",
+        conflict: str = "append",
+        *,
+        msg_type: str = DEFAULT_DISPATCH_MSG_TYPE,
+        sequence_number: Optional[int] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Tuple[int, int]:
+        """Durable fan-out; returns ``(accepted, rejected)``."""
+        req = wit_types.DispatchRequest(
+            context=ctx or "",
+            dispatcher_id=dispatcher_id,
+            msg_type=msg_type,
+            targets=list(targets),
+            payload=to_bytes(payload),
+            mode=_enum(_MODES, mode, "dispatch mode"),
+            idempotency_key=idempotency_key or "",
+            conflict=_enum(_CONFLICTS, conflict, "conflict policy"),
+            sequence_number=sequence_number,
+            ttl_ms=ttl_ms,
+        )
+        res = call(wit_outbox.dispatch, req)
+        return res.accepted, res.rejected
+
+    def tell_reliable(self, to: str, msg_type: str, payload: Any = b"") -> str:
+        """Direct tell first, outbox on any failure; returns ``"direct"`` or ``"outbox"``."""
+        return _PATHS[call(wit_outbox.tell_reliable, to, msg_type, to_bytes(payload))]
+
+
+class Bus:
+    """Pub/sub between actors (`sluice:actor/bus`)."""
+
+    def publish(self, topic: str, payload: Any = b"") -> None:
+        call(wit_bus.publish, topic, to_bytes(payload))
+
+
+class Host:
+    """Messaging and clocks (`sluice:actor/host`), plus ``outbox`` and ``bus``."""
+
+    def __init__(self) -> None:
+        self.outbox = Outbox()
+        self.bus = Bus()
+
+    def tell(self, to: str, msg_type: str, payload: Any = b"") -> str:
+        """Fire and forget; returns ``"queued"``, ``"displaced-oldest"`` or ``"dropped-newest"``."""
+        return _RECEIPTS[call(wit_host.tell, to, msg_type, to_bytes(payload))]
+
+    def ask(self, to: str, msg_type: str, payload: Any = b"",
+            timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS) -> bytes:
+        """Request and reply; returns the reply payload or raises a typed `SluiceError`."""
+        return call(wit_host.ask, to, msg_type, to_bytes(payload), int(timeout_ms))
+
+    def schedule(self, delay_ms: int, msg_type: str, payload: Any = b"") -> None:
+        """Deliver ``msg_type`` to this actor itself after ``delay_ms``."""
+        call(wit_host.schedule, int(delay_ms), msg_type, to_bytes(payload))
+
+    def self_id(self) -> str:
+        return wit_host.self_id()
+
+    def now_ms(self) -> int:
+        return wit_host.now_ms()
+
+    def log(self, level: str, msg: Optional[str] = None) -> None:
+        """``log("info", "text")``; ``log("text")`` logs at info."""
+        if msg is None:
+            level, msg = "info", level
+        wit_host.log(_enum(_LEVELS, level, "log level"), str(msg))
+
+
+host = Host()
+_ = _wit  # keep the eager import visible

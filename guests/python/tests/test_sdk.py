@@ -1,0 +1,146 @@
+"""Unit tests of the Python SDK against the real generated types and a fake host."""
+
+import shutil
+import subprocess
+import filecmp
+from pathlib import Path
+
+import pytest
+from componentize_py_types import Err
+from wit_world.imports import types
+
+import sluice
+from sluice import host
+from sluice._actor import Export, register
+
+E = types.ErrorCode
+
+
+def actor_error(code, message, retry=None, skipped=False, overload=None):
+    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=skipped,
+                            overload=overload)
+
+
+def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
+    msg = "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)"
+    fake.fail_with = actor_error(E.RESOURCE_EXHAUSTED, msg, retry=12)
+    with pytest.raises(sluice.ResourceExhausted) as info:
+        host.tell("Worker/1", "job", b"x")
+    assert str(info.value) == msg
+    assert info.value.retry_after_ms == 12
+    assert isinstance(info.value, sluice.SluiceError)
+
+
+def test_deadline_exceeded_keeps_skipped(fake):
+    fake.fail_with = actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out", skipped=True)
+    with pytest.raises(sluice.DeadlineExceeded) as info:
+        host.ask("Slow/1", "work", {"n": 1}, timeout_ms=10)
+    assert info.value.skipped is True
+    assert fake.calls[-1] == ("ask", "Slow/1", "work", b'{"n":1}', 10)
+
+
+def test_overloaded_keeps_scope_depth_limit(fake):
+    ov = types.OverloadInfo(scope=types.OverloadScope.HOST, depth=9, limit=8)
+    fake.fail_with = actor_error(E.OVERLOADED, "OVERLOADED: host busy (depth=9, limit=8)", overload=ov)
+    with pytest.raises(sluice.Overloaded) as info:
+        host.ask("A/1", "x")
+    e = info.value
+    assert (e.scope, e.depth, e.limit) == ("host", 9, 8)
+    assert e.report() == {"type": "Overloaded", "code": "overloaded",
+                          "message": "OVERLOADED: host busy (depth=9, limit=8)",
+                          "retry_after_ms": None, "skipped": False, "scope": "host",
+                          "depth": 9, "limit": 8}
+
+
+@pytest.mark.parametrize("code,cls", [
+    (E.NOT_FOUND, sluice.NotFound), (E.INVALID_ARGUMENT, sluice.InvalidArgument),
+    (E.UNAVAILABLE, sluice.Unavailable), (E.INTERNAL, sluice.Internal),
+])
+def test_every_code_maps_to_its_class(fake, code, cls):
+    fake.fail_with = actor_error(code, "m")
+    with pytest.raises(cls):
+        host.bus.publish("a.b", "x")
+
+
+def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
+    accepted, rejected = host.outbox.dispatch(
+        '{"tenant":"default"}', "Leader/1", ["W/1", "W/2", "W/3"], b"hb", "cast",
+        "hb-key", "overwrite")
+    assert (accepted, rejected) == (2, 1)
+    req = fake.calls[-1][1]
+    assert req.conflict == types.Conflict.OVERWRITE
+    assert req.mode == types.DispatchMode.CAST
+    assert req.idempotency_key == "hb-key"
+    assert req.msg_type == sluice.DEFAULT_DISPATCH_MSG_TYPE
+    assert req.targets == ["W/1", "W/2", "W/3"]
+
+
+def test_tell_and_tell_reliable_return_names(fake):
+    assert host.tell("A/1", "t", "x") == "queued"
+    assert host.outbox.tell_reliable("A/1", "t", "x") == "outbox"
+    assert fake.calls[0] == ("tell", "A/1", "t", b"x")
+
+
+def test_log_levels(fake):
+    host.log("warn", "careful")
+    host.log("plain")
+    assert fake.calls == [("log", types.LogLevel.WARN, "careful"), ("log", types.LogLevel.INFO, "plain")]
+
+
+def test_handle_raising_sluice_error_returns_guest_error_not_trap(fake):
+    class A(sluice.Actor):
+        def handle(self, env):
+            raise sluice.ResourceExhausted("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)",
+                                           retry_after_ms=5)
+    register(A)
+    env = types.Envelope(sender=None, msg_type="x", payload=b"", principal="system", deadline_ms=None)
+    with pytest.raises(Err) as info:
+        Export().handle(env)
+    got = info.value.value
+    assert got.code == E.RESOURCE_EXHAUSTED
+    assert got.message == "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)"
+    assert got.retry_after_ms == 5
+
+
+def test_handle_other_exception_propagates_as_trap(fake):
+    class A(sluice.Actor):
+        def handle(self, env):
+            raise RuntimeError("boom")
+    register(A)
+    env = types.Envelope(sender=None, msg_type="x", payload=b"", principal="p", deadline_ms=None)
+    with pytest.raises(RuntimeError):
+        Export().handle(env)
+
+
+def test_handle_reply_conversions(fake):
+    @sluice.register
+    class A(sluice.Actor):
+        def handle(self, env):
+            return {"echo": env.json(), "sender": env.sender} if env.msg_type == "j" else env.text
+    env = types.Envelope(sender="B/1", msg_type="j", payload=b'{"a":1}', principal="p", deadline_ms=7)
+    assert Export().handle(env) == b'{"echo":{"a":1},"sender":"B/1"}'
+    env.msg_type = "t"
+    assert Export().handle(env) == b'{"a":1}'
+
+
+def test_error_round_trip_is_lossless():
+    from sluice._wit import from_wit, to_wit
+    ov = types.OverloadInfo(scope=types.OverloadScope.ACTOR, depth=3, limit=2)
+    for rec in [actor_error(E.OVERLOADED, "o", overload=ov), actor_error(E.RESOURCE_EXHAUSTED, "r", retry=1),
+                actor_error(E.DEADLINE_EXCEEDED, "d", skipped=True), actor_error(E.INTERNAL, "i")]:
+        assert to_wit(from_wit(rec)) == rec
+
+
+@pytest.mark.skipif(shutil.which("componentize-py") is None, reason="componentize-py not installed")
+def test_committed_bindings_match_the_wit(tmp_path):
+    root = Path(__file__).resolve().parents[3]
+    subprocess.run(["componentize-py", "-d", str(root / "wit"), "-w", "actor-world", "bindings",
+                    str(tmp_path)], check=True, capture_output=True)
+    committed = Path(__file__).resolve().parent / "bindings" / "wit_world"
+    cmp = filecmp.dircmp(committed, tmp_path / "wit_world")
+    def diffs(c):
+        out = c.left_only + c.right_only + c.diff_files
+        for sub in c.subdirs.values():
+            out += diffs(sub)
+        return out
+    assert [d for d in diffs(cmp) if d != "__pycache__"] == []

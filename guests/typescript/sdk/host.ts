@@ -1,0 +1,108 @@
+/** `host`: the idiomatic face of the WIT imports (`host`, `outbox`, `bus`). */
+import * as witHost from "sluice:actor/host@0.1.0";
+import * as witOutbox from "sluice:actor/outbox@0.1.0";
+import * as witBus from "sluice:actor/bus@0.1.0";
+import type {
+  Conflict, DeliveryPath, DispatchMode, LogLevel, TellReceipt,
+} from "sluice:actor/types@0.1.0";
+import { fromThrown } from "./errors.ts";
+import { encodeUtf8 } from "./utf8.ts";
+import { u64 } from "./u64.ts";
+
+/** What a payload may be: bytes, text, or anything JSON-serialisable. */
+export type Payload = unknown;
+
+/** `ask` deadline when the caller gives none (the host may tighten it further). */
+export const DEFAULT_ASK_TIMEOUT_MS = 5000;
+/** The msg-type receivers see for `outbox.dispatch` when the caller gives none. */
+export const DEFAULT_DISPATCH_MSG_TYPE = "dispatch";
+
+/** Bytes pass through, strings are UTF-8 encoded, null/undefined is empty, the rest is JSON. */
+export function toBytes(p: Payload): Uint8Array {
+  if (p instanceof Uint8Array) return p;
+  // Byte arrays lifted by the component glue may come from another realm: test structurally.
+  if (ArrayBuffer.isView(p)) return new Uint8Array(p.buffer, p.byteOffset, p.byteLength);
+  if (p instanceof ArrayBuffer) return new Uint8Array(p);
+  if (typeof p === "string") return encodeUtf8(p);
+  if (p === null || p === undefined) return new Uint8Array(0);
+  return encodeUtf8(JSON.stringify(p));
+}
+
+function call<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw fromThrown(e);
+  }
+}
+
+/** Options of `outbox.dispatch` beyond the seed's positional arguments. */
+export interface DispatchOptions {
+  msgType?: string;
+  sequenceNumber?: number;
+  ttlMs?: number;
+}
+
+/** The durable outbox (`sluice:actor/outbox`). */
+export const outbox = {
+  /** Durable fan-out; returns `[accepted, rejected]`. */
+  dispatch(
+    ctx: string, dispatcherId: string, targets: string[], payload: Payload,
+    mode: DispatchMode | "" = "cast", idempotencyKey = "", conflict: Conflict | "" = "append",
+    opts: DispatchOptions = {},
+  ): [number, number] {
+    const res = call(() => witOutbox.dispatch({
+      context: ctx ?? "",
+      dispatcherId,
+      msgType: opts.msgType ?? DEFAULT_DISPATCH_MSG_TYPE,
+      targets: [...targets],
+      payload: toBytes(payload),
+      mode: mode || "cast",
+      idempotencyKey: idempotencyKey ?? "",
+      conflict: conflict || "append",
+      sequenceNumber: opts.sequenceNumber === undefined ? undefined : u64(opts.sequenceNumber),
+      ttlMs: opts.ttlMs === undefined ? undefined : u64(opts.ttlMs),
+    }));
+    return [res.accepted, res.rejected];
+  },
+  /** Direct tell first, outbox on any failure. */
+  tellReliable(to: string, msgType: string, payload: Payload = ""): DeliveryPath {
+    return call(() => witOutbox.tellReliable(to, msgType, toBytes(payload)));
+  },
+};
+
+/** Pub/sub between actors (`sluice:actor/bus`). */
+export const bus = {
+  publish(topic: string, payload: Payload = ""): void {
+    call(() => witBus.publish(topic, toBytes(payload)));
+  },
+};
+
+/** Messaging and clocks (`sluice:actor/host`), plus `outbox` and `bus`. */
+export const host = {
+  outbox,
+  bus,
+  /** Fire and forget; throws a typed `SluiceError` when refused. */
+  tell(to: string, msgType: string, payload: Payload = ""): TellReceipt {
+    return call(() => witHost.tell(to, msgType, toBytes(payload)));
+  },
+  /** Request and reply; returns the reply bytes or throws a typed `SluiceError`. */
+  ask(to: string, msgType: string, payload: Payload = "", timeoutMs = DEFAULT_ASK_TIMEOUT_MS): Uint8Array {
+    return call(() => witHost.ask(to, msgType, toBytes(payload), u64(timeoutMs)));
+  },
+  /** Deliver `msgType` to this actor itself after `delayMs`. */
+  schedule(delayMs: number, msgType: string, payload: Payload = ""): void {
+    call(() => witHost.schedule(u64(delayMs), msgType, toBytes(payload)));
+  },
+  selfId(): string {
+    return witHost.selfId();
+  },
+  nowMs(): number {
+    return Number(witHost.nowMs());
+  },
+  /** `log("info", "text")`; `log("text")` logs at info. */
+  log(level: LogLevel | string, msg?: string): void {
+    if (msg === undefined) { msg = level; level = "info"; }
+    witHost.log(level as LogLevel, String(msg));
+  },
+};

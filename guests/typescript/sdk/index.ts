@@ -1,0 +1,16 @@
+/**
+ * Sluice guest SDK for TypeScript.
+ *
+ *   import { host, register, type Envelope } from "@sluice/guest";
+ *   export const actor = register({ handle: (env: Envelope) => env.payload });
+ */
+export { host, outbox, bus, toBytes, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE } from "./host.ts";
+export type { Payload, DispatchOptions } from "./host.ts";
+export { register, Envelope } from "./actor.ts";
+export type { Actor, ActorExport } from "./actor.ts";
+export {
+  SluiceError, ResourceExhausted, DeadlineExceeded, Overloaded, NotFound, InvalidArgument,
+  Unavailable, Internal, fromWit, toWit,
+} from "./errors.ts";
+export type { ErrorDetails } from "./errors.ts";
+export { encodeUtf8, decodeUtf8 } from "./utf8.ts";

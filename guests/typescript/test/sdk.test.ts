@@ -1,0 +1,102 @@
+// Unit tests of the TypeScript SDK against a fake host (run: npm test).
+import { test, beforeEach } from "node:test";
+import assert from "node:assert/strict";
+import {
+  DeadlineExceeded, Envelope, InvalidArgument, NotFound, Overloaded, ResourceExhausted, SluiceError,
+  Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit,
+} from "../sdk/index.ts";
+import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
+import { state } from "./fake-host.ts";
+
+beforeEach(() => state.reset());
+
+test("full mailbox reaches guest code as ResourceExhausted with the exact message", () => {
+  const msg = "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)";
+  state.failWith = { code: "resource-exhausted", message: msg, retryAfterMs: 12n, skipped: false };
+  assert.throws(() => host.tell("Worker/1", "job", "x"), (e: unknown) => {
+    assert.ok(e instanceof ResourceExhausted && e instanceof SluiceError);
+    assert.equal(e.message, msg);
+    assert.equal(String(e), msg);
+    assert.equal(e.retryAfterMs, 12);
+    assert.equal(e.type, "ResourceExhausted");
+    return true;
+  });
+});
+
+test("deadline keeps skipped, overload keeps scope/depth/limit", () => {
+  state.failWith = { code: "deadline-exceeded", message: "d", skipped: true };
+  assert.throws(() => host.ask("S/1", "w", { n: 1 }, 10), (e: unknown) => e instanceof DeadlineExceeded && e.skipped);
+  assert.deepEqual(state.calls[0], ["ask", "S/1", "w", encodeUtf8('{"n":1}'), 10n]);
+  state.failWith = { code: "overloaded", message: "o", skipped: false, overload: { scope: "host", depth: 9n, limit: 8n } };
+  assert.throws(() => host.ask("A/1", "x"), (e: unknown) => {
+    assert.ok(e instanceof Overloaded);
+    assert.deepEqual(e.report(), {
+      type: "Overloaded", code: "overloaded", message: "o", retry_after_ms: null, skipped: false,
+      scope: "host", depth: 9, limit: 8,
+    });
+    return true;
+  });
+});
+
+test("every code maps to its class", () => {
+  const cases: [string, Function][] = [
+    ["not-found", NotFound], ["invalid-argument", InvalidArgument], ["unavailable", Unavailable], ["internal", Internal],
+  ];
+  for (const [code, cls] of cases) {
+    state.failWith = { code: code as any, message: "m", skipped: false };
+    assert.throws(() => host.bus.publish("a.b", "x"), (e: unknown) => e instanceof cls);
+  }
+});
+
+test("dispatch has the seed's call shape and returns [accepted, rejected]", () => {
+  const [accepted, rejected] = host.outbox.dispatch("{}", "Leader/1", ["W/1", "W/2", "W/3"], encodeUtf8("hb"), "cast", "hb-key", "overwrite");
+  assert.deepEqual([accepted, rejected], [2, 1]);
+  const req = state.calls[0][1] as any;
+  assert.equal(req.conflict, "overwrite");
+  assert.equal(req.idempotencyKey, "hb-key");
+  assert.equal(req.msgType, "dispatch");
+  assert.deepEqual(req.targets, ["W/1", "W/2", "W/3"]);
+});
+
+test("nowMs is a number, tellReliable a path", () => {
+  assert.equal(host.nowMs(), 1234);
+  assert.equal(host.outbox.tellReliable("A/1", "t", "x"), "outbox");
+});
+
+test("a SluiceError thrown by handle becomes err(actor-error), other errors propagate (trap)", () => {
+  const exp = register({
+    handle(env: Envelope) {
+      if (env.msgType === "fail") throw new InvalidArgument("bad input");
+      if (env.msgType === "crash") throw new Error("boom");
+      return { got: env.json(), sender: env.sender };
+    },
+  });
+  const env = (msgType: string) => ({ msgType, payload: encodeUtf8('{"a":1}'), principal: "p", sender: "B/1" });
+  assert.equal(decodeUtf8(exp.handle(env("x"))), '{"got":{"a":1},"sender":"B/1"}');
+  try {
+    exp.handle(env("fail"));
+    assert.fail("no throw");
+  } catch (thrown: any) {
+    assert.ok(!(thrown instanceof Error), "must not be an Error (componentize-js would trap)");
+    assert.equal(thrown.payload.code, "invalid-argument");
+    assert.equal(thrown.payload.message, "bad input");
+    assert.equal(thrown.code, "invalid-argument");
+  }
+  assert.throws(() => exp.handle(env("crash")), /boom/);
+});
+
+test("error mapping is lossless both ways", () => {
+  const recs = [
+    { code: "overloaded", message: "o", skipped: false, overload: { scope: "actor", depth: 3n, limit: 2n } },
+    { code: "resource-exhausted", message: "r", retryAfterMs: 1n, skipped: false },
+    { code: "deadline-exceeded", message: "d", skipped: true },
+  ];
+  for (const r of recs) assert.deepEqual(toWit(fromWit(r as any)), r);
+});
+
+test("utf8 fallback (QuickJS has no TextEncoder) matches TextEncoder", () => {
+  const s = "héllo ✓ 𝄞 \u0000 end";
+  assert.deepEqual(encodeUtf8Js(s), new TextEncoder().encode(s));
+  assert.equal(decodeUtf8Js(new TextEncoder().encode(s)), s);
+  assert.equal(decodeUtf8(encodeUtf8(s)), s);
+});

@@ -1,0 +1,23 @@
+// The fake Sluice host the smoke runner maps the component's `sluice:actor/*` imports to.
+// Targets named full/late/busy/missing fail the way a real host would.
+export const calls = [];
+function err(rec) { const e = new Error(rec.message); Object.defineProperty(e, "payload", { value: rec, enumerable: true }); return e; }
+function fail(to) {
+  if (to === "full") throw err({ code: "resource-exhausted", message: "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)", retryAfterMs: 12n, skipped: false });
+  if (to === "late") throw err({ code: "deadline-exceeded", message: "DEADLINE_EXCEEDED: call timed out (skipped)", skipped: true });
+  if (to === "busy") throw err({ code: "overloaded", message: "OVERLOADED: host (depth=9, limit=8)", skipped: false, overload: { scope: "host", depth: 9n, limit: 8n } });
+  if (to === "missing") throw err({ code: "not-found", message: "NOT_FOUND: no actor type missing", skipped: false });
+}
+export const host = {
+  tell(to, t, p) { calls.push(["tell", to]); fail(to); return "queued"; },
+  ask(to, t, p, ms) { fail(to); return p; },
+  schedule(d, t, p) {},
+  selfId() { return "Echo/1"; },
+  nowMs() { return 1234n; },
+  log(l, m) { calls.push(["log", l, m]); },
+};
+export const outbox = {
+  dispatch(req) { fail(req.targets[0]); return { accepted: req.targets.length, rejected: 0 }; },
+  tellReliable(to, t, p) { fail(to); return "direct"; },
+};
+export const bus = { publish(topic, p) { fail(topic); } };

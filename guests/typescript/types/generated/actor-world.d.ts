@@ -1,0 +1,12 @@
+/// <reference path="./interfaces/sluice-actor-actor.d.ts" />
+/// <reference path="./interfaces/sluice-actor-bus.d.ts" />
+/// <reference path="./interfaces/sluice-actor-host.d.ts" />
+/// <reference path="./interfaces/sluice-actor-outbox.d.ts" />
+/// <reference path="./interfaces/sluice-actor-types.d.ts" />
+declare module 'sluice:actor/actor-world@0.1.0' {
+  export type * as SluiceActorBus010 from 'sluice:actor/bus@0.1.0'; // import sluice:actor/bus@0.1.0
+  export type * as SluiceActorHost010 from 'sluice:actor/host@0.1.0'; // import sluice:actor/host@0.1.0
+  export type * as SluiceActorOutbox010 from 'sluice:actor/outbox@0.1.0'; // import sluice:actor/outbox@0.1.0
+  export type * as SluiceActorTypes010 from 'sluice:actor/types@0.1.0'; // import sluice:actor/types@0.1.0
+  export * as actor from 'sluice:actor/actor@0.1.0'; // export sluice:actor/actor@0.1.0
+}
