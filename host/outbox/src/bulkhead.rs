@@ -137,3 +137,41 @@ impl Partition {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::DebuggingRecorder;
+
+    #[test]
+    fn metrics_use_the_sluice_prefix_and_bounded_labels_only() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let part = metrics::with_local_recorder(&recorder, || {
+            Partition::new(3, &ConcurrencyConfig::default(), &["Worker".to_string()]).unwrap()
+        });
+        // Unknown types share the `other` bulkhead: no per-receiver or per-type explosion.
+        assert!(std::ptr::eq(
+            part.bulkhead("Nope"),
+            part.bulkhead(OTHER_TYPE)
+        ));
+        assert!(!std::ptr::eq(
+            part.bulkhead("Worker"),
+            part.bulkhead(OTHER_TYPE)
+        ));
+        let snapshot = snapshotter.snapshot().into_vec();
+        assert!(!snapshot.is_empty());
+        for (key, ..) in snapshot {
+            let key = key.key();
+            assert!(key.name().starts_with("sluice_outbox_"), "{}", key.name());
+            for label in key.labels() {
+                assert!(
+                    ["partition", "actor_type", "reason"].contains(&label.key()),
+                    "unexpected label {} on {}",
+                    label.key(),
+                    key.name()
+                );
+            }
+        }
+    }
+}

@@ -192,3 +192,48 @@ mod tests {
         assert!(OutboxConfig::builder().partitions(8).build().is_ok());
     }
 }
+
+#[cfg(test)]
+mod toml_tests {
+    use super::*;
+
+    #[test]
+    fn outbox_table_parses_with_defaults_for_missing_fields() {
+        #[derive(Deserialize)]
+        struct App {
+            outbox: OutboxConfig,
+        }
+        let app: App = toml::from_str(
+            r#"
+            [outbox]
+            relay_batch_size = 50
+            partitions = 8
+            actor_types = ["Worker", "ConfigServer"]
+            [outbox.concurrency]
+            max_limit = 50
+            strategy = "aimd"
+            [outbox.retry_policy]
+            max_attempts = 7
+            "#,
+        )
+        .unwrap();
+        let c = app.outbox;
+        assert_eq!(
+            (c.relay_batch_size, c.partitions, c.relay_interval_ms),
+            (50, 8, 5)
+        );
+        assert_eq!(
+            (c.concurrency.initial_limit, c.concurrency.max_limit),
+            (10, 50)
+        );
+        assert_eq!(
+            (c.retry_policy.max_attempts, c.retry_policy.base_ms),
+            (7, 100)
+        );
+        c.validate().unwrap();
+        assert!(
+            toml::from_str::<App>("[outbox]\nbogus = 1").is_err(),
+            "unknown keys are refused"
+        );
+    }
+}

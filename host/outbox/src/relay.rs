@@ -150,12 +150,7 @@ impl Worker {
     async fn publish_stats(&self) {
         let p = self.partition;
         let m = &self.inner.partitions[p as usize].metrics;
-        // Only this partition's row matters; the query is one GROUP BY over the pending index.
-        if let Ok(all) = self.inner.channel.stats(now_ms()).await {
-            let s = all
-                .into_iter()
-                .find(|s| s.partition == p)
-                .unwrap_or_default();
+        if let Ok(s) = self.inner.channel.partition_stats(p, now_ms()).await {
             m.queue_depth.set(s.depth as f64);
             m.oldest_age.set(s.oldest_pending_age_ms as f64 / 1000.0);
         }

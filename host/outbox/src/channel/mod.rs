@@ -69,6 +69,11 @@ pub trait Channel: Send + Sync + 'static {
     /// Depth and oldest-pending age per partition (partitions with no pending rows omitted).
     async fn stats(&self, now_ms: i64) -> Result<Vec<PartitionStats>>;
 
+    /// Depth and oldest-pending age of one partition (index range scans only: cheap enough
+    /// for each relay worker to call every `stats_interval_ms`). The age is that of the
+    /// lowest-id pending row, i.e. the oldest enqueued.
+    async fn partition_stats(&self, partition: u32, now_ms: i64) -> Result<PartitionStats>;
+
     /// List dead letters (oldest first), optionally of one receiver, at most `limit`.
     async fn dlq_list(
         &self,

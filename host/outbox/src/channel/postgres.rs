@@ -315,66 +315,29 @@ impl Channel for PostgresChannel {
         if s.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
-        if !s.acks.is_empty() {
-            sqlx::query(
-                "UPDATE outbox_messages SET acked = TRUE, claimed_until = 0, settled_at = $1 \
-                 WHERE id = ANY($2)",
-            )
-            .bind(now_ms)
-            .bind(&s.acks)
-            .execute(&mut *tx)
-            .await?;
+        // One statement per kind of verdict; a single statement needs no BEGIN/COMMIT.
+        let statements = [
+            s.acks.len(),
+            s.retries.len(),
+            s.releases.len(),
+            s.dead.len(),
+        ]
+        .iter()
+        .filter(|n| **n > 0)
+        .count();
+        let mut conn = self.pool.acquire().await?;
+        if statements > 1 {
+            sqlx::query("BEGIN").execute(&mut *conn).await?;
         }
-        if !s.retries.is_empty() {
-            let ids: Vec<i64> = s.retries.iter().map(|r| r.id).collect();
-            let at: Vec<i64> = s.retries.iter().map(|r| r.send_at).collect();
-            let errs: Vec<&str> = s.retries.iter().map(|r| r.last_error.as_str()).collect();
-            sqlx::query(
-                "UPDATE outbox_messages m SET delivery_count = m.delivery_count + 1, \
-                 send_at = v.send_at, last_error = v.err, claimed_until = 0 \
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, send_at, err) \
-                 WHERE m.id = v.id",
-            )
-            .bind(&ids)
-            .bind(&at)
-            .bind(&errs)
-            .execute(&mut *tx)
-            .await?;
+        let result = settle_on(&mut conn, s, now_ms).await;
+        if statements > 1 {
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = sqlx::query(end).execute(&mut *conn).await;
+            result?;
+            ended?;
+        } else {
+            result?;
         }
-        if !s.releases.is_empty() {
-            let ids: Vec<i64> = s.releases.iter().map(|r| r.id).collect();
-            let at: Vec<i64> = s.releases.iter().map(|r| r.send_at).collect();
-            sqlx::query(
-                "UPDATE outbox_messages m SET send_at = v.send_at, claimed_until = 0 \
-                 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, send_at) WHERE m.id = v.id",
-            )
-            .bind(&ids)
-            .bind(&at)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !s.dead.is_empty() {
-            let ids: Vec<i64> = s.dead.iter().map(|d| d.id).collect();
-            let reasons: Vec<&str> = s.dead.iter().map(|d| d.reason).collect();
-            let errs: Vec<Option<&str>> = s.dead.iter().map(|d| d.last_error.as_deref()).collect();
-            let inc: Vec<i64> = s.dead.iter().map(|d| i64::from(d.attempted)).collect();
-            sqlx::query(
-                "UPDATE outbox_messages m SET dead_lettered = TRUE, dead_reason = v.reason, \
-                 last_error = COALESCE(v.err, m.last_error), \
-                 delivery_count = m.delivery_count + v.inc, claimed_until = 0, settled_at = $5 \
-                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
-                   AS v(id, reason, err, inc) WHERE m.id = v.id",
-            )
-            .bind(&ids)
-            .bind(&reasons)
-            .bind(&errs)
-            .bind(&inc)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -395,6 +358,24 @@ impl Channel for PostgresChannel {
                 })
             })
             .collect()
+    }
+
+    async fn partition_stats(&self, partition: u32, now_ms: i64) -> Result<PartitionStats> {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM outbox_messages \
+                     WHERE partition = $1 AND NOT acked AND NOT dead_lettered), \
+                    (SELECT created_at FROM outbox_messages \
+                     WHERE partition = $1 AND NOT acked AND NOT dead_lettered ORDER BY id LIMIT 1)",
+        )
+        .bind(i64::from(partition))
+        .fetch_one(&self.pool)
+        .await?;
+        let oldest: Option<i64> = row.try_get(1)?;
+        Ok(PartitionStats {
+            partition,
+            depth: row.try_get::<i64, _>(0)? as u64,
+            oldest_pending_age_ms: oldest.map_or(0, |o| now_ms.saturating_sub(o).max(0) as u64),
+        })
     }
 
     async fn dlq_list(
@@ -468,4 +449,72 @@ impl Channel for PostgresChannel {
                 .rows_affected(),
         )
     }
+}
+
+/// The statements of one settlement, on one connection (inside a transaction when there are
+/// several).
+async fn settle_on(
+    conn: &mut sqlx::PgConnection,
+    s: &Settlement,
+    now_ms: i64,
+) -> std::result::Result<(), sqlx::Error> {
+    if !s.acks.is_empty() {
+        sqlx::query(
+            "UPDATE outbox_messages SET acked = TRUE, claimed_until = 0, settled_at = $1 \
+                 WHERE id = ANY($2)",
+        )
+        .bind(now_ms)
+        .bind(&s.acks)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.retries.is_empty() {
+        let ids: Vec<i64> = s.retries.iter().map(|r| r.id).collect();
+        let at: Vec<i64> = s.retries.iter().map(|r| r.send_at).collect();
+        let errs: Vec<&str> = s.retries.iter().map(|r| r.last_error.as_str()).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET delivery_count = m.delivery_count + 1, \
+                 send_at = v.send_at, last_error = v.err, claimed_until = 0 \
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, send_at, err) \
+                 WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&at)
+        .bind(&errs)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.releases.is_empty() {
+        let ids: Vec<i64> = s.releases.iter().map(|r| r.id).collect();
+        let at: Vec<i64> = s.releases.iter().map(|r| r.send_at).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET send_at = v.send_at, claimed_until = 0 \
+                 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, send_at) WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.dead.is_empty() {
+        let ids: Vec<i64> = s.dead.iter().map(|d| d.id).collect();
+        let reasons: Vec<&str> = s.dead.iter().map(|d| d.reason).collect();
+        let errs: Vec<Option<&str>> = s.dead.iter().map(|d| d.last_error.as_deref()).collect();
+        let inc: Vec<i64> = s.dead.iter().map(|d| i64::from(d.attempted)).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET dead_lettered = TRUE, dead_reason = v.reason, \
+                 last_error = COALESCE(v.err, m.last_error), \
+                 delivery_count = m.delivery_count + v.inc, claimed_until = 0, settled_at = $5 \
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
+                   AS v(id, reason, err, inc) WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&reasons)
+        .bind(&errs)
+        .bind(&inc)
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
