@@ -275,6 +275,9 @@ impl Channel for PostgresChannel {
             .collect())
     }
 
+    // `OFFSET 0` keeps the FIFO guard a per-row index probe (SubPlan on the (receiver, id)
+    // index): without it the planner turns NOT EXISTS into an anti-join over a sequential scan
+    // of the whole table (measured 164 ms per claim at 100k pending rows, 1 ms with it).
     async fn claim(
         &self,
         partition: u32,
@@ -289,7 +292,8 @@ impl Channel for PostgresChannel {
                  AND m.send_at <= $3 AND m.claimed_until <= $3 \
                  AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
                      WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
-                       AND o.id < m.id AND (o.send_at > $3 OR o.claimed_until > $3)) \
+                       AND o.id < m.id AND (o.send_at > $3 OR o.claimed_until > $3) \
+                     OFFSET 0) \
                ORDER BY m.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
              RETURNING {COLUMNS}"
         );
