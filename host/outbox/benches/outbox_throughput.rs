@@ -3,7 +3,8 @@
 //! `SLUICE_TEST_POSTGRES_URL` is set, and idle enqueue→delivery latency.
 //!
 //! Run: `cargo bench -p sluice-outbox --bench outbox_throughput` (release profile).
-//! Env: `SLUICE_BENCH_MESSAGES` (default 100000), `SLUICE_BENCH_RECEIVERS` (default 1000).
+//! Env: `SLUICE_BENCH_MESSAGES` (default 100000), `SLUICE_BENCH_RECEIVERS` (default 1000),
+//! `SLUICE_BENCH_ONLY=postgres` to skip the SQLite part.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,7 +134,11 @@ fn main() {
         let receivers = env_usize("SLUICE_BENCH_RECEIVERS", 1000);
         println!("outbox_throughput: {n} messages of 64 B to {receivers} receivers");
 
+        let only = std::env::var("SLUICE_BENCH_ONLY").unwrap_or_default();
         for batch in [20u32, 200] {
+            if only == "postgres" {
+                break;
+            }
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("bench.db");
             let ch = SqliteChannel::open(&path).await.unwrap();
@@ -146,7 +151,7 @@ fn main() {
                 e2e / raw
             );
         }
-        {
+        if only != "postgres" {
             let dir = tempfile::tempdir().unwrap();
             let outbox = Outbox::open_sqlite(dir.path().join("lat.db"), OutboxConfig::default()).await.unwrap();
             let (p50, p99) = idle_latency(&outbox, 200).await;
