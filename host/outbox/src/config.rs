@@ -33,6 +33,10 @@ pub struct OutboxConfig {
     pub actor_types: Vec<String>,
     /// How often each partition worker refreshes its depth/age gauges, ms. Default 1000.
     pub stats_interval_ms: u64,
+    /// How long acked rows are kept, ms (the APPEND deduplication window). Each relay worker
+    /// deletes older ones of its partition every 30 s, at most 10 000 per pass.
+    /// Default 3 600 000 (1 h). 0 keeps them forever.
+    pub acked_retention_ms: u64,
 }
 
 impl Default for OutboxConfig {
@@ -47,6 +51,7 @@ impl Default for OutboxConfig {
             lease_ms: 30_000,
             actor_types: Vec::new(),
             stats_interval_ms: 1000,
+            acked_retention_ms: 3_600_000,
         }
     }
 }
@@ -156,6 +161,11 @@ impl OutboxConfigBuilder {
     /// Gauge refresh interval, ms (default 1000).
     pub fn stats_interval_ms(mut self, ms: u64) -> Self {
         self.0.stats_interval_ms = ms;
+        self
+    }
+    /// Retention of acked rows, ms; 0 = forever (default 1 h).
+    pub fn acked_retention_ms(mut self, ms: u64) -> Self {
+        self.0.acked_retention_ms = ms;
         self
     }
     /// Validate and return the config.

@@ -81,6 +81,11 @@ impl Outbox {
     }
 }
 
+/// How often a worker deletes acked rows past `acked_retention_ms`, and how many at most per
+/// pass (one bounded statement, so the single SQLite writer is never held for long).
+const COMPACT_EVERY: Duration = Duration::from_secs(30);
+const COMPACT_LIMIT: u32 = 10_000;
+
 struct Worker {
     inner: Arc<Inner>,
     partition: u32,
@@ -96,7 +101,9 @@ impl Worker {
         let stats_every = Duration::from_millis(cfg.stats_interval_ms.max(1));
         let batch_size = cfg.relay_batch_size;
         let lease = cfg.lease_ms as i64;
+        let retention = cfg.acked_retention_ms as i64;
         let mut next_stats = Instant::now();
+        let mut next_compact = Instant::now() + COMPACT_EVERY;
         let p = self.partition;
         loop {
             if *stop.borrow() {
@@ -134,6 +141,17 @@ impl Worker {
             if Instant::now() >= next_stats {
                 next_stats = Instant::now() + stats_every;
                 self.publish_stats().await;
+            }
+            if retention > 0 && Instant::now() >= next_compact {
+                next_compact = Instant::now() + COMPACT_EVERY;
+                let before = now_ms() - retention;
+                match self.inner.channel.compact(p, before, COMPACT_LIMIT).await {
+                    Ok(n) if n > 0 => {
+                        tracing::debug!(partition = p, deleted = n, "outbox compacted")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(partition = p, error = %e, "outbox compaction failed"),
+                }
             }
             if busy {
                 tokio::task::yield_now().await;

@@ -28,6 +28,7 @@ on_postgres!(
     aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up,
     retry_budget_defers_retries_beyond_the_budget,
     stats_report_depth_and_oldest_age_per_partition,
+    compaction_deletes_only_acked_rows_past_retention,
 );
 
 /// Two hosts (two `Outbox`es, two pools) relay the same partitions of one Postgres: no message

@@ -24,4 +24,5 @@ on_sqlite!(
     aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up,
     retry_budget_defers_retries_beyond_the_budget,
     stats_report_depth_and_oldest_age_per_partition,
+    compaction_deletes_only_acked_rows_past_retention,
 );

@@ -95,8 +95,9 @@ pub trait Channel: Send + Sync + 'static {
     /// Highest stored sequence number (0 if none); seeds host-assigned sequence numbers.
     async fn max_sequence(&self) -> Result<i64>;
 
-    /// Delete acked rows settled before `before_ms` (retention). Returns how many.
-    async fn compact(&self, before_ms: i64) -> Result<u64>;
+    /// Delete up to `limit` acked rows of `partition` settled before `before_ms` (retention;
+    /// APPEND deduplication only sees rows still stored). Returns how many.
+    async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64>;
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].

@@ -449,14 +449,17 @@ impl Channel for PostgresChannel {
         Ok(v.unwrap_or(0))
     }
 
-    async fn compact(&self, before_ms: i64) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM outbox_messages WHERE acked AND settled_at < $1")
-                .bind(before_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected(),
+    async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM outbox_messages WHERE id IN (SELECT id FROM outbox_messages \
+             WHERE partition = $1 AND acked AND settled_at < $2 LIMIT $3)",
         )
+        .bind(i64::from(partition))
+        .bind(before_ms)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
     }
 }
 

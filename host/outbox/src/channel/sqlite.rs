@@ -404,14 +404,17 @@ impl Channel for SqliteChannel {
         Ok(v.unwrap_or(0))
     }
 
-    async fn compact(&self, before_ms: i64) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM outbox_messages WHERE acked = 1 AND settled_at < ?")
-                .bind(before_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected(),
+    async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM outbox_messages WHERE id IN (SELECT id FROM outbox_messages \
+             WHERE partition = ? AND acked = 1 AND settled_at < ? LIMIT ?)",
         )
+        .bind(i64::from(partition))
+        .bind(before_ms)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
     }
 }
 

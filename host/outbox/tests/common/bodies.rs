@@ -669,3 +669,44 @@ pub async fn stats_report_depth_and_oldest_age_per_partition(store: Store) {
             .all(|s| s.oldest_pending_age_ms >= 25)
     );
 }
+
+pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.always("Bad/1", Answer::Permanent("nope"));
+    outbox
+        .enqueue(vec![msg("W/1", "a"), msg("W/2", "b"), msg("Bad/1", "c")])
+        .await
+        .unwrap();
+    outbox
+        .store(msg("Later/1", "d").with_delay_ms(60_000))
+        .await
+        .unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("two delivered", T, |r| r.delivered_count() == 2)
+        .await;
+    eventually("one dead", T, || async {
+        outbox.dlq_list(None, 10).await.unwrap().len() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    let ch = outbox.channel();
+    // Nothing is older than an hour ago.
+    assert_eq!(
+        ch.compact(0, sluice_outbox::now_ms() - 3_600_000, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    // Everything acked before "now + 1 s" goes; dead letters and pending rows stay.
+    assert_eq!(
+        ch.compact(0, sluice_outbox::now_ms() + 1_000, 100)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(outbox.dlq_list(None, 10).await.unwrap().len(), 1);
+    assert_eq!(outbox.stats().await.unwrap()[0].depth, 1);
+}
