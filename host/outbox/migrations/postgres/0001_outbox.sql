@@ -1,6 +1,8 @@
 -- Sluice outbox, Postgres flavour. Keep in step with migrations/sqlite (same columns, same meaning).
 -- Times are milliseconds since the Unix epoch; 0 means "none" for send_at/claimed_until/expires_at.
 -- fillfactor < 100 leaves room for HOT updates: claim/ack/nack rewrite every row several times.
+-- Aggressive autovacuum: every ack leaves a dead entry in the pending partial indexes, and claims
+-- scan those indexes from the oldest id, so dead entries must be reclaimed quickly.
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant          TEXT    NOT NULL,
@@ -27,7 +29,8 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     expires_at      BIGINT  NOT NULL DEFAULT 0,
     mode            TEXT    NOT NULL DEFAULT 'cast',
     settled_at      BIGINT  NOT NULL DEFAULT 0
-) WITH (fillfactor = 80);
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);
 
 CREATE INDEX IF NOT EXISTS outbox_pending_partition
     ON outbox_messages (partition, id) WHERE NOT acked AND NOT dead_lettered;
