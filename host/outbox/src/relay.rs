@@ -85,6 +85,9 @@ impl Outbox {
 /// pass (one bounded statement, so the single SQLite writer is never held for long).
 const COMPACT_EVERY: Duration = Duration::from_secs(30);
 const COMPACT_LIMIT: u32 = 10_000;
+/// Longest a relay keeps claiming from its low-water mark before one claim scans its whole
+/// partition again.
+const LOW_WATER_RESET: Duration = Duration::from_secs(1);
 
 struct Worker {
     inner: Arc<Inner>,
@@ -104,20 +107,32 @@ impl Worker {
         let retention = cfg.acked_retention_ms as i64;
         let mut next_stats = Instant::now();
         let mut next_compact = Instant::now() + COMPACT_EVERY;
+        let mut low_water: i64 = 0;
+        let mut last_full_scan = Instant::now();
         let p = self.partition;
         loop {
             if *stop.borrow() {
                 break;
             }
             let mut busy = false;
-            match self
+            let claimed = self
                 .inner
                 .channel
-                .claim(p, batch_size, now_ms(), lease)
-                .await
-            {
+                .claim(p, batch_size, now_ms(), lease, low_water)
+                .await;
+            match claimed {
                 Ok(batch) => {
                     busy = batch.len() as u32 >= batch_size;
+                    // Low-water mark: while batches come back full, the next claim starts at
+                    // this batch's first id (its unsettled rows stay at or above it). A short
+                    // batch, or a second since the last full scan, resets it to 0, so rows
+                    // below the mark (backing off, delayed, replayed) wait at most that long.
+                    if busy && last_full_scan.elapsed() < LOW_WATER_RESET {
+                        low_water = batch.first().map_or(0, |m| m.id);
+                    } else {
+                        low_water = 0;
+                        last_full_scan = Instant::now();
+                    }
                     if !batch.is_empty() {
                         let settlement = self.process(batch).await;
                         if let Err(e) = self.inner.channel.settle(&settlement, now_ms()).await {

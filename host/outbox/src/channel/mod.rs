@@ -52,15 +52,19 @@ pub trait Channel: Send + Sync + 'static {
     /// conflict rules. Returns one outcome per row, in order.
     async fn enqueue(&self, rows: &[NewRow], opts: EnqueueOptions) -> Result<Vec<EnqueueOutcome>>;
 
-    /// Claim up to `limit` visible rows of `partition` in one statement, leasing them until
-    /// `now_ms + lease_ms`. Rows come back in id order and respect FIFO per receiver (see the
-    /// module docs).
+    /// Claim up to `limit` visible rows of `partition` with `id >= min_id` in one statement,
+    /// leasing them until `now_ms + lease_ms`. Rows come back in id order and respect FIFO per
+    /// receiver (see the module docs; the FIFO guard looks at *all* older rows, whatever
+    /// `min_id`). `min_id` lets a relay skip the prefix of the pending index it knows is
+    /// drained: on Postgres that prefix is full of dead entries until vacuum. Pass 0 to scan
+    /// everything.
     async fn claim(
         &self,
         partition: u32,
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
+        min_id: i64,
     ) -> Result<Vec<OutboxMessage>>;
 
     /// Apply verdicts on claimed rows in one transaction.

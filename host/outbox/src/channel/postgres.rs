@@ -284,11 +284,12 @@ impl Channel for PostgresChannel {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
+        min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         let sql = format!(
             "UPDATE outbox_messages SET claimed_until = $1 WHERE id IN ( \
                SELECT m.id FROM outbox_messages m \
-               WHERE m.partition = $2 AND NOT m.acked AND NOT m.dead_lettered \
+               WHERE m.partition = $2 AND m.id >= $5 AND NOT m.acked AND NOT m.dead_lettered \
                  AND m.send_at <= $3 AND m.claimed_until <= $3 \
                  AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
                      WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
@@ -313,6 +314,7 @@ impl Channel for PostgresChannel {
             .bind(i64::from(partition))
             .bind(now_ms)
             .bind(i64::from(limit))
+            .bind(min_id)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;

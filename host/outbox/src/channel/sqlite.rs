@@ -251,11 +251,12 @@ impl Channel for SqliteChannel {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
+        min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         let sql = format!(
             "UPDATE outbox_messages SET claimed_until = ?1 WHERE id IN ( \
                SELECT m.id FROM outbox_messages m \
-               WHERE m.partition = ?2 AND m.acked = 0 AND m.dead_lettered = 0 \
+               WHERE m.partition = ?2 AND m.id >= ?5 AND m.acked = 0 AND m.dead_lettered = 0 \
                  AND m.send_at <= ?3 AND m.claimed_until <= ?3 \
                  AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
                      WHERE o.receiver = m.receiver AND o.acked = 0 AND o.dead_lettered = 0 \
@@ -268,6 +269,7 @@ impl Channel for SqliteChannel {
             .bind(i64::from(partition))
             .bind(now_ms)
             .bind(i64::from(limit))
+            .bind(min_id)
             .fetch_all(&self.pool)
             .await?;
         rows.sort_unstable_by_key(|m| m.id);

@@ -433,12 +433,12 @@ pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
     outbox.store(msg("W/1", "x")).await.unwrap();
     // A relay claims the row and dies without settling.
     let now = sluice_outbox::now_ms();
-    let claimed = outbox.channel().claim(0, 10, now, 300).await.unwrap();
+    let claimed = outbox.channel().claim(0, 10, now, 300, 0).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         outbox
             .channel()
-            .claim(0, 10, now, 300)
+            .claim(0, 10, now, 300, 0)
             .await
             .unwrap()
             .is_empty(),
