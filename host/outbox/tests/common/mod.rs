@@ -35,8 +35,11 @@ impl Store {
                     "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
                 );
             }
-            eprintln!(
-                "\n*** SKIPPING Postgres test: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***\n"
+            // Written to the stderr handle, not eprintln!: libtest captures the macros.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** SKIPPING Postgres test: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
             );
             return None;
         };
