@@ -25,4 +25,5 @@ on_sqlite!(
     retry_budget_defers_retries_beyond_the_budget,
     stats_report_depth_and_oldest_age_per_partition,
     compaction_deletes_only_acked_rows_past_retention,
+    a_delayed_low_id_message_is_not_starved_by_full_batches,
 );

@@ -710,3 +710,35 @@ pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
     assert_eq!(outbox.dlq_list(None, 10).await.unwrap().len(), 1);
     assert_eq!(outbox.stats().await.unwrap()[0].depth, 1);
 }
+
+pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Store) {
+    // Batches stay full, so the relay claims from its low-water mark; the delayed row has a
+    // lower id than everything after it and must still be delivered (the mark resets).
+    let outbox = store
+        .open(
+            fast_config()
+                .partitions(1)
+                .relay_batch_size(5)
+                .build()
+                .unwrap(),
+        )
+        .await;
+    let rx = TestReceiver::new();
+    outbox
+        .store(msg("Late/1", "late").with_delay_ms(150))
+        .await
+        .unwrap();
+    let msgs: Vec<NewMessage> = (0..3000)
+        .map(|i| msg(&format!("W/{}", i % 300), "x"))
+        .collect();
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the delayed message", T, |r| {
+        !payloads_of(r, "Late/1").is_empty()
+    })
+    .await;
+    rx.wait_for("everything", T, |r| r.delivered_count() >= 3001)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(rx.delivered_count(), 3001);
+}
