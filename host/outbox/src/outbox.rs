@@ -188,8 +188,24 @@ impl Outbox {
         let mut result = DispatchResult::default();
         let mut settlement = Settlement::default();
         let mut attempts = Vec::new();
+        let mut early_verdicts = Vec::new();
         for (row, outcome) in rows.iter().zip(&outcomes) {
             match *outcome {
+                EnqueueOutcome::Inserted { id, claimed: true } if row.send_at > now => {
+                    // Delayed: not due yet, the relay delivers it at send_at.
+                    result.rejected += 1;
+                    settlement.releases.push(Release {
+                        id,
+                        send_at: row.send_at,
+                    });
+                }
+                EnqueueOutcome::Inserted { id, claimed: true }
+                    if row.expires_at != 0 && row.expires_at <= now =>
+                {
+                    result.rejected += 1;
+                    let m = row_message(id, row, lease_until);
+                    early_verdicts.push((m, Verdict::Expired));
+                }
                 EnqueueOutcome::Inserted { id, claimed: true } => {
                     let part = &inner.partitions[row.partition as usize];
                     let bulkhead = part.bulkhead(actor_type_of(&row.msg.receiver));
@@ -226,6 +242,9 @@ impl Outbox {
         .await;
 
         let mut rng = SmallRng::from_rng(&mut rand::rng());
+        for (m, verdict) in early_verdicts {
+            inner.record(&m, verdict, now, &mut rng, &mut settlement);
+        }
         let now = now_ms();
         for (m, verdict, elapsed) in verdicts {
             let part = &inner.partitions[m.partition as usize];

@@ -26,4 +26,5 @@ on_sqlite!(
     stats_report_depth_and_oldest_age_per_partition,
     compaction_deletes_only_acked_rows_past_retention,
     a_delayed_low_id_message_is_not_starved_by_full_batches,
+    fifo_holds_under_backoff_while_batches_stay_full,
 );

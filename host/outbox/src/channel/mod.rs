@@ -54,10 +54,10 @@ pub trait Channel: Send + Sync + 'static {
 
     /// Claim up to `limit` visible rows of `partition` with `id >= min_id` in one statement,
     /// leasing them until `now_ms + lease_ms`. Rows come back in id order and respect FIFO per
-    /// receiver (see the module docs; the FIFO guard looks at *all* older rows, whatever
-    /// `min_id`). `min_id` lets a relay skip the prefix of the pending index it knows is
-    /// drained: on Postgres that prefix is full of dead entries until vacuum. Pass 0 to scan
-    /// everything.
+    /// receiver (see the module docs). `min_id` lets a relay skip the prefix of the pending
+    /// index it believes drained (on Postgres that prefix is full of dead entries until
+    /// vacuum); a receiver with *any* pending row below `min_id` is skipped whole, since that
+    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything.
     async fn claim(
         &self,
         partition: u32,

@@ -293,7 +293,8 @@ impl Channel for PostgresChannel {
                  AND m.send_at <= $3 AND m.claimed_until <= $3 \
                  AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
                      WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
-                       AND o.id < m.id AND (o.send_at > $3 OR o.claimed_until > $3) \
+                       AND o.id < m.id \
+                       AND (o.send_at > $3 OR o.claimed_until > $3 OR o.id < $5) \
                      OFFSET 0) \
                ORDER BY m.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
              RETURNING {COLUMNS}"

@@ -260,7 +260,8 @@ impl Channel for SqliteChannel {
                  AND m.send_at <= ?3 AND m.claimed_until <= ?3 \
                  AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
                      WHERE o.receiver = m.receiver AND o.acked = 0 AND o.dead_lettered = 0 \
-                       AND o.id < m.id AND (o.send_at > ?3 OR o.claimed_until > ?3)) \
+                       AND o.id < m.id \
+                       AND (o.send_at > ?3 OR o.claimed_until > ?3 OR o.id < ?5)) \
                ORDER BY m.id LIMIT ?4) \
              RETURNING {COLUMNS}"
         );

@@ -423,6 +423,22 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
         .unwrap();
     assert_eq!((res.accepted, res.rejected), (0, 1));
     assert!(payloads_of(&rx, "Q/1").is_empty());
+    // A delayed dispatch is not delivered now; an already expired one is dead-lettered.
+    let res = outbox
+        .dispatch(
+            vec![
+                msg("D/1", "later").with_delay_ms(60_000),
+                msg("E/1", "gone").with_ttl_ms(0),
+            ],
+            &rx,
+        )
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 2));
+    assert!(payloads_of(&rx, "D/1").is_empty() && payloads_of(&rx, "E/1").is_empty());
+    let dl = outbox.dlq_list(Some("E/1"), 10).await.unwrap();
+    assert_eq!(dl.len(), 1);
+    assert_eq!(dl[0].reason, "expired");
 }
 
 pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
@@ -741,4 +757,43 @@ pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Stor
         .await;
     relay.shutdown().await;
     assert_eq!(rx.delivered_count(), 3001);
+}
+
+pub async fn fifo_holds_under_backoff_while_batches_stay_full(store: Store) {
+    // Full batches engage the relay's low-water mark; A's retried head must still go first.
+    let config = fast_config()
+        .partitions(1)
+        .relay_batch_size(5)
+        .retry_policy(RetryPolicy {
+            max_attempts: 10,
+            base_ms: 5,
+            cap_ms: 20,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script(
+        "A/1",
+        [
+            Answer::Transient("busy"),
+            Answer::Capacity(5),
+            Answer::Transient("busy"),
+        ],
+    );
+    let mut msgs = Vec::new();
+    for i in 0..2000 {
+        if i % 100 == 0 {
+            msgs.push(msg("A/1", &format!("a{:02}", i / 100)));
+        }
+        msgs.push(msg(&format!("W/{}", i % 200), "x"));
+    }
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("everything", T, |r| r.delivered_count() >= 2020)
+        .await;
+    relay.shutdown().await;
+    let want: Vec<String> = (0..20).map(|i| format!("a{i:02}")).collect();
+    assert_eq!(payloads_of(&rx, "A/1"), want);
+    assert_eq!(rx.delivered_count(), 2020);
 }
