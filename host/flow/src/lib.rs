@@ -4,7 +4,10 @@
 //! runtime, the outbox and the bus can share them and tests can drive them exactly.
 #![warn(missing_docs)]
 
+pub mod backoff;
 pub mod drr;
+pub mod limiter;
 pub mod mailbox;
+pub mod partition;
 pub mod ratelimit;
 pub mod topic;

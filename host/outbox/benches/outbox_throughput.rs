@@ -1,0 +1,216 @@
+//! Outbox throughput: SQLite end-to-end (enqueue → delivered to a native receiver) against a
+//! raw batched SQLite insert into the same file, Postgres end-to-end when
+//! `SLUICE_TEST_POSTGRES_URL` is set, and idle enqueue→delivery latency.
+//!
+//! Run: `cargo bench -p sluice-outbox --bench outbox_throughput` (release profile).
+//! Env: `SLUICE_BENCH_MESSAGES` (default 100000), `SLUICE_BENCH_RECEIVERS` (default 1000),
+//! `SLUICE_BENCH_ONLY=postgres` to skip the SQLite part.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sluice_outbox::{
+    Delivery, DeliveryError, NewMessage, Outbox, OutboxConfig, OutboxMessage, SqliteChannel,
+};
+use tokio::sync::Notify;
+
+struct Counter {
+    n: AtomicUsize,
+    target: AtomicUsize,
+    done: Notify,
+}
+
+#[async_trait]
+impl Delivery for Counter {
+    async fn deliver(&self, _msg: &OutboxMessage) -> Result<(), DeliveryError> {
+        let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == self.target.load(Ordering::Relaxed) {
+            self.done.notify_one();
+        }
+        Ok(())
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn messages(n: usize, receivers: usize) -> Vec<NewMessage> {
+    (0..n)
+        .map(|i| NewMessage::new(format!("Worker/{}", i % receivers), "job", vec![b'x'; 64]))
+        .collect()
+}
+
+async fn end_to_end(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
+    let counter = Arc::new(Counter {
+        n: AtomicUsize::new(0),
+        target: AtomicUsize::new(n),
+        done: Notify::new(),
+    });
+    let relay = outbox.start_relay(counter.clone());
+    let t0 = Instant::now();
+    let mut all = messages(n, receivers);
+    while !all.is_empty() {
+        let rest = all.split_off(all.len().min(1000));
+        outbox
+            .enqueue(std::mem::replace(&mut all, rest))
+            .await
+            .unwrap();
+    }
+    let enqueued = t0.elapsed();
+    tokio::time::timeout(Duration::from_secs(600), counter.done.notified())
+        .await
+        .expect("all delivered");
+    let total = t0.elapsed();
+    relay.shutdown().await;
+    println!(
+        "    enqueue of {n} took {:.2}s ({:.0} msgs/s alone)",
+        enqueued.as_secs_f64(),
+        n as f64 / enqueued.as_secs_f64()
+    );
+    n as f64 / total.as_secs_f64()
+}
+
+/// Relay only: the backlog is stored first, then the relay drains it.
+async fn drain_backlog(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
+    let mut all = messages(n, receivers);
+    while !all.is_empty() {
+        let rest = all.split_off(all.len().min(1000));
+        outbox
+            .enqueue(std::mem::replace(&mut all, rest))
+            .await
+            .unwrap();
+    }
+    let counter = Arc::new(Counter {
+        n: AtomicUsize::new(0),
+        target: AtomicUsize::new(n),
+        done: Notify::new(),
+    });
+    let t0 = Instant::now();
+    let relay = outbox.start_relay(counter.clone());
+    tokio::time::timeout(Duration::from_secs(600), counter.done.notified())
+        .await
+        .expect("all delivered");
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    relay.shutdown().await;
+    rate
+}
+
+async fn raw_sqlite_insert(ch: &SqliteChannel, n: usize, receivers: usize) -> f64 {
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, receiver TEXT NOT NULL, payload BLOB NOT NULL)")
+        .execute(ch.pool())
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    let payload = vec![b'x'; 64];
+    for start in (0..n).step_by(1000) {
+        let mut tx = ch.pool().begin().await.unwrap();
+        let mut q =
+            sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO bench_raw (receiver, payload) ");
+        q.push_values(start..(start + 1000).min(n), |mut b, i| {
+            b.push_bind(format!("Worker/{}", i % receivers))
+                .push_bind(payload.clone());
+        });
+        q.build().execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+async fn idle_latency(outbox: &Outbox, rounds: usize) -> (f64, f64) {
+    let counter = Arc::new(Counter {
+        n: AtomicUsize::new(0),
+        target: AtomicUsize::new(1),
+        done: Notify::new(),
+    });
+    let relay = outbox.start_relay(counter.clone());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut lat = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        counter.n.store(0, Ordering::Relaxed);
+        let t0 = Instant::now();
+        outbox
+            .store(NewMessage::new(format!("Idle/{i}"), "ping", vec![1]))
+            .await
+            .unwrap();
+        counter.done.notified().await;
+        lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+        // Let the worker go idle again so each round measures the idle path.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    relay.shutdown().await;
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (lat[rounds / 2], lat[rounds * 99 / 100])
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = env_usize("SLUICE_BENCH_MESSAGES", 100_000);
+        let receivers = env_usize("SLUICE_BENCH_RECEIVERS", 1000);
+        println!("outbox_throughput: {n} messages of 64 B to {receivers} receivers");
+
+        let only = std::env::var("SLUICE_BENCH_ONLY").unwrap_or_default();
+        for batch in [20u32, 200] {
+            if only == "postgres" {
+                break;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("bench.db");
+            let ch = SqliteChannel::open(&path).await.unwrap();
+            let raw = raw_sqlite_insert(&ch, n, receivers).await;
+            let config = OutboxConfig::builder().relay_batch_size(batch).build().unwrap();
+            let outbox = Outbox::new(Arc::new(ch), config).await.unwrap();
+            let e2e = end_to_end(&outbox, n, receivers).await;
+            let drain = drain_backlog(&outbox, n, receivers).await;
+            println!(
+                "sqlite relay_batch_size={batch}: end-to-end {e2e:.0} msgs/s | relay-only drain of a {n} backlog {drain:.0} msgs/s | raw batched insert (baseline, same file) {raw:.0} rows/s | e2e/raw {:.3}",
+                e2e / raw
+            );
+        }
+        if only != "postgres" {
+            let dir = tempfile::tempdir().unwrap();
+            let outbox = Outbox::open_sqlite(dir.path().join("lat.db"), OutboxConfig::default()).await.unwrap();
+            let (p50, p99) = idle_latency(&outbox, 200).await;
+            println!("sqlite idle latency enqueue→delivery (relay_interval_ms=5): p50 {p50:.2} ms, p99 {p99:.2} ms");
+        }
+        match std::env::var("SLUICE_TEST_POSTGRES_URL") {
+            Ok(base) => {
+                for batch in [20u32, 200] {
+                    let url = fresh_pg_db(&base).await;
+                    let config = OutboxConfig::builder().relay_batch_size(batch).build().unwrap();
+                    let outbox = Outbox::open_postgres(&url, config).await.unwrap();
+                    let e2e = end_to_end(&outbox, n, receivers).await;
+                    let drain = drain_backlog(&outbox, n, receivers).await;
+                    println!("postgres relay_batch_size={batch}: end-to-end {e2e:.0} msgs/s | relay-only drain {drain:.0} msgs/s");
+                }
+                let url = fresh_pg_db(&base).await;
+                let outbox = Outbox::open_postgres(&url, OutboxConfig::default()).await.unwrap();
+                let (p50, p99) = idle_latency(&outbox, 200).await;
+                println!("postgres idle latency enqueue→delivery: p50 {p50:.2} ms, p99 {p99:.2} ms");
+            }
+            Err(_) => println!("postgres: skipped (SLUICE_TEST_POSTGRES_URL not set)"),
+        }
+    });
+}
+
+async fn fresh_pg_db(base: &str) -> String {
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(base).await.unwrap();
+    let name = format!("sluice_bench_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    format!("{prefix}/{name}")
+}

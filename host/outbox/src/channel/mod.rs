@@ -1,0 +1,229 @@
+//! The durable channel: one schema, two sqlx backends (SQLite embedded, Postgres shared).
+//!
+//! # FIFO per receiver under backoff
+//! Row ids grow with enqueue order. A claim takes a pending row only if the same receiver has
+//! no *older* pending row that is invisible right now (backing off: `send_at > now`, or claimed
+//! by someone: `claimed_until > now`). Claims are ordered by id, so when a receiver's row is in
+//! a claimed batch, every older pending row of that receiver is in the same batch, and the
+//! relay delivers one receiver's rows in id order, stopping at the first failure (the rest of
+//! that receiver's rows are released untouched). A receiver whose head is backing off is thus
+//! skipped as a whole, and other receivers in the partition are not blocked by it.
+
+mod postgres;
+mod sqlite;
+
+pub use postgres::PostgresChannel;
+pub use sqlite::SqliteChannel;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::message::{
+    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+};
+
+/// Which database a channel stores into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite file, single writer connection, WAL.
+    Sqlite,
+    /// Postgres, shared by several hosts.
+    Postgres,
+}
+
+/// Options of one [`Channel::enqueue`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Store each receiver's *head* row (no older pending row for that receiver, first in this
+    /// batch) already claimed until this time, for an immediate delivery attempt by the caller.
+    pub claim_heads_until: Option<i64>,
+    /// The caller's clock, ms since epoch (for "is that pending row claimed right now").
+    pub now_ms: i64,
+}
+
+/// Durable storage of outbox messages. Dyn-compatible: the runtime holds an
+/// `Arc<dyn Channel>`.
+#[async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+
+    /// Store `rows` in one transaction (multi-row statements), applying APPEND/OVERWRITE
+    /// conflict rules. Returns one outcome per row, in order.
+    async fn enqueue(&self, rows: &[NewRow], opts: EnqueueOptions) -> Result<Vec<EnqueueOutcome>>;
+
+    /// Claim up to `limit` visible rows of `partition` with `id >= min_id` in one statement,
+    /// leasing them until `now_ms + lease_ms`. Rows come back in id order and respect FIFO per
+    /// receiver (see the module docs). `min_id` lets a relay skip the prefix of the pending
+    /// index it believes drained (on Postgres that prefix is full of dead entries until
+    /// vacuum); a receiver with *any* pending row below `min_id` is skipped whole, since that
+    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything.
+    async fn claim(
+        &self,
+        partition: u32,
+        limit: u32,
+        now_ms: i64,
+        lease_ms: i64,
+        min_id: i64,
+    ) -> Result<Vec<OutboxMessage>>;
+
+    /// Apply verdicts on claimed rows in one transaction.
+    async fn settle(&self, settlement: &Settlement, now_ms: i64) -> Result<()>;
+
+    /// Depth and oldest-pending age per partition (partitions with no pending rows omitted).
+    async fn stats(&self, now_ms: i64) -> Result<Vec<PartitionStats>>;
+
+    /// Depth and oldest-pending age of one partition (index range scans only: cheap enough
+    /// for each relay worker to call every `stats_interval_ms`). The age is that of the
+    /// lowest-id pending row, i.e. the oldest enqueued.
+    async fn partition_stats(&self, partition: u32, now_ms: i64) -> Result<PartitionStats>;
+
+    /// List dead letters (oldest first), optionally of one receiver, at most `limit`.
+    async fn dlq_list(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<DeadLetter>>;
+
+    /// Move dead letters back to pending: delivery_count 0, visible at `now_ms`, no expiry.
+    /// Returns how many.
+    async fn dlq_replay(&self, selector: &DlqSelector, now_ms: i64) -> Result<u64>;
+
+    /// Delete dead letters. Returns how many.
+    async fn dlq_purge(&self, selector: &DlqSelector) -> Result<u64>;
+
+    /// One row by id (any state).
+    async fn get(&self, id: i64) -> Result<Option<OutboxMessage>>;
+
+    /// Highest stored sequence number (0 if none); seeds host-assigned sequence numbers.
+    async fn max_sequence(&self) -> Result<i64>;
+
+    /// Delete up to `limit` acked rows of `partition` settled before `before_ms` (retention;
+    /// APPEND deduplication only sees rows still stored). Returns how many.
+    async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64>;
+}
+
+/// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].
+pub(crate) const COLUMNS: &str = "id, tenant, namespace, channel, partition, sender, receiver, \
+    receiver_type, msg_type, payload, headers, idempotency_key, conflict, sequence_number, \
+    delivery_count, send_at, created_at, claimed_until, acked, dead_lettered, dead_reason, \
+    last_error, expires_at, mode";
+
+/// Rows per multi-row statement (SQLite allows 32 766 bound values, Postgres 65 535).
+pub(crate) const CHUNK: usize = 1000;
+
+/// Conflict resolution shared by both backends: what the database already holds for the
+/// keys of a batch, and the decisions taken row by row.
+pub(crate) mod plan {
+    use std::collections::{HashMap, HashSet};
+
+    use crate::message::{Conflict, EnqueueOutcome, NewRow};
+
+    /// A stored row with an idempotency key, as the look-up returns it.
+    #[derive(Debug, Clone)]
+    pub struct Existing {
+        pub id: i64,
+        pub receiver: String,
+        pub key: String,
+        pub sequence_number: i64,
+        pub pending: bool,
+        pub claimed_until: i64,
+    }
+
+    /// What to do with each input row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Action {
+        /// Insert; `claim` = store it claimed (head of its receiver, dispatch).
+        Insert { claim: bool },
+        /// Update the stored row `id` with this row's content.
+        Overwrite { id: i64 },
+        /// Fold into the earlier input row at index `into` (OVERWRITE within one batch).
+        FoldInto { into: usize },
+        /// Nothing to store.
+        Skip(EnqueueOutcome),
+    }
+
+    /// Decide per row. `existing` = stored rows with the batch's (receiver, key) pairs;
+    /// `busy_receivers` = receivers with a pending row in the store (only needed for heads).
+    pub fn decide(
+        rows: &[NewRow],
+        existing: &[Existing],
+        busy_receivers: &HashSet<String>,
+        claim_heads: bool,
+        now_ms: i64,
+    ) -> Vec<Action> {
+        // (receiver, key) -> state
+        #[derive(Default)]
+        struct Slot {
+            any: bool,
+            /// newest pending sequence number
+            pending_seq: Option<i64>,
+            /// a pending, unclaimed stored row we may overwrite
+            overwritable: Option<i64>,
+            /// an input row of this batch that is going to be inserted (pending, unclaimed
+            /// unless it is a claimed head)
+            batch_row: Option<usize>,
+        }
+        let mut slots: HashMap<(&str, &str), Slot> = HashMap::new();
+        for e in existing {
+            let s = slots.entry((&e.receiver, &e.key)).or_default();
+            s.any = true;
+            if e.pending {
+                s.pending_seq = Some(
+                    s.pending_seq
+                        .map_or(e.sequence_number, |q| q.max(e.sequence_number)),
+                );
+                if e.claimed_until <= now_ms {
+                    // Prefer the newest overwritable row.
+                    s.overwritable = Some(s.overwritable.map_or(e.id, |i| i.max(e.id)));
+                }
+            }
+        }
+        let mut seen_receivers: HashSet<&str> = HashSet::new();
+        let mut actions = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            let key = row.msg.key();
+            let receiver = row.msg.receiver.as_str();
+            let head = claim_heads
+                && !busy_receivers.contains(receiver)
+                && !seen_receivers.contains(receiver);
+            if key.is_empty() {
+                seen_receivers.insert(receiver);
+                actions.push(Action::Insert { claim: head });
+                continue;
+            }
+            let slot = slots.entry((receiver, key)).or_default();
+            let action = match row.msg.conflict {
+                Conflict::Append if slot.any => Action::Skip(EnqueueOutcome::Duplicate),
+                Conflict::Append => {
+                    slot.any = true;
+                    slot.batch_row = Some(i);
+                    Action::Insert { claim: head }
+                }
+                Conflict::Overwrite => {
+                    let seq = row.sequence_number;
+                    if slot.pending_seq.is_some_and(|p| seq < p) {
+                        Action::Skip(EnqueueOutcome::Stale)
+                    } else if let Some(b) = slot.batch_row {
+                        slot.pending_seq = Some(seq);
+                        Action::FoldInto { into: b }
+                    } else if let Some(id) = slot.overwritable {
+                        slot.pending_seq = Some(seq);
+                        Action::Overwrite { id }
+                    } else {
+                        slot.any = true;
+                        slot.pending_seq = Some(seq);
+                        slot.batch_row = Some(i);
+                        Action::Insert { claim: head }
+                    }
+                }
+            };
+            if matches!(action, Action::Insert { .. }) {
+                seen_receivers.insert(receiver);
+            }
+            actions.push(action);
+        }
+        actions
+    }
+}

@@ -1,0 +1,535 @@
+//! Postgres backend: shared by several hosts; claims use `FOR UPDATE SKIP LOCKED` under a
+//! per-partition advisory lock.
+//!
+//! Why the advisory lock: the FIFO guard of a claim (no older pending row of the receiver is
+//! invisible) reads other rows. With two relays claiming one partition concurrently, relay B
+//! could skip a row A is claiming (locked, not yet committed) and claim the receiver's next
+//! row, delivering it out of order and concurrently. A transaction-scoped exclusive advisory
+//! lock per partition serialises claims (each is one short statement) so every claim sees the
+//! previous one committed. Enqueues that OVERWRITE pending rows take the same lock *shared*, so
+//! a claim never skips a row that is being overwritten. Two relays still share the work: each
+//! claim takes rows the other has not leased.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Postgres, QueryBuilder, Row};
+
+use super::plan::{self, Action, Existing};
+use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use crate::error::Result;
+use crate::message::{
+    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Advisory lock class for partitions (the two-int form: class, object).
+const LOCK_CLASS_PARTITION: i32 = 0x5100;
+/// Advisory lock class for (receiver, idempotency key) pairs.
+const LOCK_CLASS_KEY: i32 = 0x5101;
+
+/// The shared outbox store.
+#[derive(Debug, Clone)]
+pub struct PostgresChannel {
+    pool: PgPool,
+}
+
+impl PostgresChannel {
+    /// Connect to `url` (a pool of up to `max_connections`) and run migrations.
+    pub async fn open(url: &str, max_connections: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(2))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(url)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool (tests and benchmarks).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Close the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn key_lock(receiver: &str, key: &str) -> i32 {
+    let mut h = sluice_flow::partition::fnv1a_64(receiver.as_bytes());
+    h ^= sluice_flow::partition::fnv1a_64(key.as_bytes()).rotate_left(17);
+    (h as u32) as i32
+}
+
+fn selector_clause<'a>(q: &mut QueryBuilder<'a, Postgres>, selector: &'a DlqSelector) {
+    match selector {
+        DlqSelector::All => {}
+        DlqSelector::Id(id) => {
+            q.push(" AND id = ").push_bind(*id);
+        }
+        DlqSelector::Receiver(r) => {
+            q.push(" AND receiver = ").push_bind(r.as_str());
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for PostgresChannel {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn enqueue(&self, rows: &[NewRow], opts: EnqueueOptions) -> Result<Vec<EnqueueOutcome>> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+
+        let mut pairs: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|r| !r.msg.key().is_empty())
+            .map(|r| (r.msg.receiver.as_str(), r.msg.key()))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+
+        // Serialise concurrent enqueues of the same (receiver, key): check-then-insert below.
+        if !pairs.is_empty() {
+            let mut locks: Vec<i32> = pairs.iter().map(|(r, k)| key_lock(r, k)).collect();
+            locks.sort_unstable();
+            locks.dedup();
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock($1, h) FROM unnest($2::int4[]) AS h ORDER BY h",
+            )
+            .bind(LOCK_CLASS_KEY)
+            .bind(&locks)
+            .execute(&mut *tx)
+            .await?;
+            let mut parts: Vec<i32> = rows
+                .iter()
+                .filter(|r| r.msg.conflict == crate::message::Conflict::Overwrite)
+                .map(|r| r.partition as i32)
+                .collect();
+            parts.sort_unstable();
+            parts.dedup();
+            if !parts.is_empty() {
+                sqlx::query(
+                    "SELECT pg_advisory_xact_lock_shared($1, p) FROM unnest($2::int4[]) AS p ORDER BY p",
+                )
+                .bind(LOCK_CLASS_PARTITION)
+                .bind(&parts)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+
+        let mut existing = Vec::new();
+        for chunk in pairs.chunks(CHUNK) {
+            let receivers: Vec<&str> = chunk.iter().map(|p| p.0).collect();
+            let keys: Vec<&str> = chunk.iter().map(|p| p.1).collect();
+            let found = sqlx::query(
+                "SELECT m.id, m.receiver, m.idempotency_key, m.sequence_number, \
+                 (NOT m.acked AND NOT m.dead_lettered) AS pending, m.claimed_until \
+                 FROM outbox_messages m JOIN unnest($1::text[], $2::text[]) AS k(r, key) \
+                   ON m.receiver = k.r AND m.idempotency_key = k.key \
+                 WHERE (NOT m.acked AND NOT m.dead_lettered) OR m.conflict = 'append'",
+            )
+            .bind(&receivers)
+            .bind(&keys)
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in found {
+                existing.push(Existing {
+                    id: row.try_get(0)?,
+                    receiver: row.try_get(1)?,
+                    key: row.try_get(2)?,
+                    sequence_number: row.try_get(3)?,
+                    pending: row.try_get(4)?,
+                    claimed_until: row.try_get(5)?,
+                });
+            }
+        }
+
+        let claim_heads = opts.claim_heads_until.is_some();
+        let mut busy = HashSet::new();
+        if claim_heads {
+            let mut receivers: Vec<&str> = rows.iter().map(|r| r.msg.receiver.as_str()).collect();
+            receivers.sort_unstable();
+            receivers.dedup();
+            let found = sqlx::query(
+                "SELECT DISTINCT receiver FROM outbox_messages \
+                 WHERE NOT acked AND NOT dead_lettered AND receiver = ANY($1)",
+            )
+            .bind(&receivers)
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in found {
+                busy.insert(row.try_get::<String, _>(0)?);
+            }
+        }
+
+        let actions = plan::decide(rows, &existing, &busy, claim_heads, opts.now_ms);
+        let mut content: Vec<usize> = (0..rows.len()).collect();
+        for (i, a) in actions.iter().enumerate() {
+            if let Action::FoldInto { into } = a {
+                content[*into] = i;
+            }
+        }
+        let inserts: Vec<(usize, bool)> = actions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                Action::Insert { claim } => Some((i, *claim)),
+                _ => None,
+            })
+            .collect();
+
+        // Identity values are drawn in VALUES order within one statement; RETURNING order is
+        // unspecified, so sort.
+        let mut ids = vec![0i64; rows.len()];
+        for chunk in inserts.chunks(CHUNK) {
+            let mut q = QueryBuilder::<Postgres>::new(
+                "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
+                 receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
+                 sequence_number, send_at, created_at, claimed_until, expires_at, mode) ",
+            );
+            q.push_values(chunk, |mut b, (i, claim)| {
+                let r = &rows[content[*i]];
+                let m = &r.msg;
+                b.push_bind(m.tenant.as_str())
+                    .push_bind(m.namespace.as_str())
+                    .push_bind(m.channel.as_str())
+                    .push_bind(i64::from(r.partition))
+                    .push_bind(m.sender.as_str())
+                    .push_bind(m.receiver.as_str())
+                    .push_bind(crate::message::actor_type_of(&m.receiver))
+                    .push_bind(m.msg_type.as_str())
+                    .push_bind(m.payload.as_slice())
+                    .push_bind(r.headers_json.as_str())
+                    .push_bind(m.key())
+                    .push_bind(m.conflict.as_str())
+                    .push_bind(r.sequence_number)
+                    .push_bind(r.send_at)
+                    .push_bind(r.created_at)
+                    .push_bind(if *claim {
+                        opts.claim_heads_until.unwrap_or(0)
+                    } else {
+                        0
+                    })
+                    .push_bind(r.expires_at)
+                    .push_bind(m.mode.as_str());
+            });
+            q.push(" RETURNING id");
+            let mut new_ids: Vec<i64> = q
+                .build()
+                .fetch_all(&mut *tx)
+                .await?
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<std::result::Result<_, _>>()?;
+            new_ids.sort_unstable();
+            for ((i, _), id) in chunk.iter().zip(new_ids) {
+                ids[*i] = id;
+            }
+        }
+
+        for (i, a) in actions.iter().enumerate() {
+            if let Action::Overwrite { id } = a {
+                let r = &rows[i];
+                sqlx::query(
+                    "UPDATE outbox_messages SET payload = $1, headers = $2, msg_type = $3, \
+                     sequence_number = $4, expires_at = $5, sender = $6, mode = $7 \
+                     WHERE id = $8 AND NOT acked AND NOT dead_lettered",
+                )
+                .bind(r.msg.payload.as_slice())
+                .bind(r.headers_json.as_str())
+                .bind(r.msg.msg_type.as_str())
+                .bind(r.sequence_number)
+                .bind(r.expires_at)
+                .bind(r.msg.sender.as_str())
+                .bind(r.msg.mode.as_str())
+                .bind(*id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+
+        Ok(actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                Action::Insert { claim } => EnqueueOutcome::Inserted {
+                    id: ids[i],
+                    claimed: *claim,
+                },
+                Action::Overwrite { id } => EnqueueOutcome::Replaced { id: *id },
+                Action::FoldInto { into } => EnqueueOutcome::Replaced { id: ids[*into] },
+                Action::Skip(o) => *o,
+            })
+            .collect())
+    }
+
+    // `OFFSET 0` keeps the FIFO guard a per-row index probe (SubPlan on the (receiver, id)
+    // index): without it the planner turns NOT EXISTS into an anti-join over a sequential scan
+    // of the whole table (measured 164 ms per claim at 100k pending rows, 1 ms with it).
+    async fn claim(
+        &self,
+        partition: u32,
+        limit: u32,
+        now_ms: i64,
+        lease_ms: i64,
+        min_id: i64,
+    ) -> Result<Vec<OutboxMessage>> {
+        let sql = format!(
+            "UPDATE outbox_messages SET claimed_until = $1 WHERE id IN ( \
+               SELECT m.id FROM outbox_messages m \
+               WHERE m.partition = $2 AND m.id >= $5 AND NOT m.acked AND NOT m.dead_lettered \
+                 AND m.send_at <= $3 AND m.claimed_until <= $3 \
+                 AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
+                     WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
+                       AND o.id < m.id \
+                       AND (o.send_at > $3 OR o.claimed_until > $3 OR o.id < $5) \
+                     OFFSET 0) \
+               ORDER BY m.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+             RETURNING {COLUMNS}"
+        );
+        let mut tx = self.pool.begin().await?;
+        // A lost claim only means the row is claimed again after a crash (at-least-once
+        // already allows it), so the claim's commit need not wait for a WAL flush: this halves
+        // the fsyncs per relay cycle.
+        sqlx::query(
+            "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1, $2)",
+        )
+        .bind(LOCK_CLASS_PARTITION)
+        .bind(partition as i32)
+        .execute(&mut *tx)
+        .await?;
+        let mut rows: Vec<OutboxMessage> = sqlx::query_as(&sql)
+            .bind(now_ms + lease_ms)
+            .bind(i64::from(partition))
+            .bind(now_ms)
+            .bind(i64::from(limit))
+            .bind(min_id)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.sort_unstable_by_key(|m| m.id);
+        Ok(rows)
+    }
+
+    async fn settle(&self, s: &Settlement, now_ms: i64) -> Result<()> {
+        if s.is_empty() {
+            return Ok(());
+        }
+        // One statement per kind of verdict; a single statement needs no BEGIN/COMMIT.
+        let statements = [
+            s.acks.len(),
+            s.retries.len(),
+            s.releases.len(),
+            s.dead.len(),
+        ]
+        .iter()
+        .filter(|n| **n > 0)
+        .count();
+        let mut conn = self.pool.acquire().await?;
+        if statements > 1 {
+            sqlx::query("BEGIN").execute(&mut *conn).await?;
+        }
+        let result = settle_on(&mut conn, s, now_ms).await;
+        if statements > 1 {
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = sqlx::query(end).execute(&mut *conn).await;
+            result?;
+            ended?;
+        } else {
+            result?;
+        }
+        Ok(())
+    }
+
+    async fn stats(&self, now_ms: i64) -> Result<Vec<PartitionStats>> {
+        let rows = sqlx::query(
+            "SELECT partition, COUNT(*)::bigint, MIN(created_at) FROM outbox_messages \
+             WHERE NOT acked AND NOT dead_lettered GROUP BY partition ORDER BY partition",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let oldest: i64 = r.try_get(2)?;
+                Ok(PartitionStats {
+                    partition: r.try_get::<i64, _>(0)? as u32,
+                    depth: r.try_get::<i64, _>(1)? as u64,
+                    oldest_pending_age_ms: now_ms.saturating_sub(oldest).max(0) as u64,
+                })
+            })
+            .collect()
+    }
+
+    async fn partition_stats(&self, partition: u32, now_ms: i64) -> Result<PartitionStats> {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM outbox_messages \
+                     WHERE partition = $1 AND NOT acked AND NOT dead_lettered), \
+                    (SELECT created_at FROM outbox_messages \
+                     WHERE partition = $1 AND NOT acked AND NOT dead_lettered ORDER BY id LIMIT 1)",
+        )
+        .bind(i64::from(partition))
+        .fetch_one(&self.pool)
+        .await?;
+        let oldest: Option<i64> = row.try_get(1)?;
+        Ok(PartitionStats {
+            partition,
+            depth: row.try_get::<i64, _>(0)? as u64,
+            oldest_pending_age_ms: oldest.map_or(0, |o| now_ms.saturating_sub(o).max(0) as u64),
+        })
+    }
+
+    async fn dlq_list(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<DeadLetter>> {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "SELECT id, receiver, msg_type, delivery_count, COALESCE(dead_reason, ''), last_error, \
+             created_at FROM outbox_messages WHERE dead_lettered",
+        );
+        if let Some(r) = receiver {
+            q.push(" AND receiver = ").push_bind(r);
+        }
+        q.push(" ORDER BY id LIMIT ").push_bind(i64::from(limit));
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DeadLetter {
+                    id: r.try_get(0)?,
+                    receiver: r.try_get(1)?,
+                    msg_type: r.try_get(2)?,
+                    attempts: r.try_get(3)?,
+                    reason: r.try_get(4)?,
+                    last_error: r.try_get(5)?,
+                    age_ms: now_ms - r.try_get::<i64, _>(6)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn dlq_replay(&self, selector: &DlqSelector, now_ms: i64) -> Result<u64> {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "UPDATE outbox_messages SET dead_lettered = FALSE, dead_reason = NULL, \
+             delivery_count = 0, claimed_until = 0, expires_at = 0, settled_at = 0, send_at = ",
+        );
+        q.push_bind(now_ms).push(" WHERE dead_lettered");
+        selector_clause(&mut q, selector);
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn dlq_purge(&self, selector: &DlqSelector) -> Result<u64> {
+        let mut q =
+            QueryBuilder::<Postgres>::new("DELETE FROM outbox_messages WHERE dead_lettered");
+        selector_clause(&mut q, selector);
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn get(&self, id: i64) -> Result<Option<OutboxMessage>> {
+        let sql = format!("SELECT {COLUMNS} FROM outbox_messages WHERE id = $1");
+        Ok(sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn max_sequence(&self) -> Result<i64> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(sequence_number) FROM outbox_messages")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(v.unwrap_or(0))
+    }
+
+    async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM outbox_messages WHERE id IN (SELECT id FROM outbox_messages \
+             WHERE partition = $1 AND acked AND settled_at < $2 LIMIT $3)",
+        )
+        .bind(i64::from(partition))
+        .bind(before_ms)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+}
+
+/// The statements of one settlement, on one connection (inside a transaction when there are
+/// several).
+async fn settle_on(
+    conn: &mut sqlx::PgConnection,
+    s: &Settlement,
+    now_ms: i64,
+) -> std::result::Result<(), sqlx::Error> {
+    if !s.acks.is_empty() {
+        sqlx::query(
+            "UPDATE outbox_messages SET acked = TRUE, claimed_until = 0, settled_at = $1 \
+                 WHERE id = ANY($2)",
+        )
+        .bind(now_ms)
+        .bind(&s.acks)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.retries.is_empty() {
+        let ids: Vec<i64> = s.retries.iter().map(|r| r.id).collect();
+        let at: Vec<i64> = s.retries.iter().map(|r| r.send_at).collect();
+        let errs: Vec<&str> = s.retries.iter().map(|r| r.last_error.as_str()).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET delivery_count = m.delivery_count + 1, \
+                 send_at = v.send_at, last_error = v.err, claimed_until = 0 \
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, send_at, err) \
+                 WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&at)
+        .bind(&errs)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.releases.is_empty() {
+        let ids: Vec<i64> = s.releases.iter().map(|r| r.id).collect();
+        let at: Vec<i64> = s.releases.iter().map(|r| r.send_at).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET send_at = v.send_at, claimed_until = 0 \
+                 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, send_at) WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !s.dead.is_empty() {
+        let ids: Vec<i64> = s.dead.iter().map(|d| d.id).collect();
+        let reasons: Vec<&str> = s.dead.iter().map(|d| d.reason).collect();
+        let errs: Vec<Option<&str>> = s.dead.iter().map(|d| d.last_error.as_deref()).collect();
+        let inc: Vec<i64> = s.dead.iter().map(|d| i64::from(d.attempted)).collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET dead_lettered = TRUE, dead_reason = v.reason, \
+                 last_error = COALESCE(v.err, m.last_error), \
+                 delivery_count = m.delivery_count + v.inc, claimed_until = 0, settled_at = $5 \
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
+                   AS v(id, reason, err, inc) WHERE m.id = v.id",
+        )
+        .bind(&ids)
+        .bind(&reasons)
+        .bind(&errs)
+        .bind(&inc)
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! Messages as callers submit them, as they are stored, and the outcomes of storing them.
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// What to do when a message repeats an idempotency key already stored for the same receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Conflict {
+    /// The repeat is a duplicate: stored once, counted as accepted.
+    #[default]
+    Append,
+    /// Last write wins: the repeat replaces the pending (unacked, unclaimed) message with the
+    /// same key and receiver, unless its sequence number is older than the stored one.
+    Overwrite,
+}
+
+impl Conflict {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Conflict::Append => "append",
+            Conflict::Overwrite => "overwrite",
+        }
+    }
+
+    /// Parse the guest/WIT spelling; an empty string means the default (`append`).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "" | "append" => Ok(Conflict::Append),
+            "overwrite" => Ok(Conflict::Overwrite),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown conflict resolution {other:?} (expected append or overwrite)"
+            ))),
+        }
+    }
+}
+
+/// A message to store. Build with [`NewMessage::new`] and the `with_*` setters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    /// Tenant scope (default `default`).
+    pub tenant: String,
+    /// Namespace scope (default `default`).
+    pub namespace: String,
+    /// Channel name (default `outbox`).
+    pub channel: String,
+    /// Sending actor id (empty for the host itself).
+    pub sender: String,
+    /// Receiving actor id, `Type/key`.
+    pub receiver: String,
+    /// Message type the receiver's handler sees.
+    pub msg_type: String,
+    /// Opaque payload.
+    pub payload: Vec<u8>,
+    /// Headers as a JSON object (stored as text).
+    pub headers: serde_json::Map<String, serde_json::Value>,
+    /// Idempotency key; `None` or empty means none.
+    pub idempotency_key: Option<String>,
+    /// Conflict resolution for a repeated key.
+    pub conflict: Conflict,
+    /// Caller's sequence number for OVERWRITE ordering; the host assigns a monotonic one if
+    /// `None`.
+    pub sequence_number: Option<i64>,
+    /// Delay before the first delivery, in milliseconds.
+    pub delay_ms: u64,
+    /// Time to live in milliseconds; an expired message is dead-lettered with reason
+    /// `expired` and never delivered. `None` = no expiry.
+    pub ttl_ms: Option<u64>,
+    /// Delivery mode as the guest gave it (`cast`, ...). Stored, passed through.
+    pub mode: String,
+}
+
+impl NewMessage {
+    /// A message to `receiver` of type `msg_type`, with default scope and no key.
+    pub fn new(receiver: impl Into<String>, msg_type: impl Into<String>, payload: Vec<u8>) -> Self {
+        Self {
+            tenant: "default".into(),
+            namespace: "default".into(),
+            channel: "outbox".into(),
+            sender: String::new(),
+            receiver: receiver.into(),
+            msg_type: msg_type.into(),
+            payload,
+            headers: serde_json::Map::new(),
+            idempotency_key: None,
+            conflict: Conflict::Append,
+            sequence_number: None,
+            delay_ms: 0,
+            ttl_ms: None,
+            mode: "cast".into(),
+        }
+    }
+
+    /// Set the sender.
+    pub fn with_sender(mut self, sender: impl Into<String>) -> Self {
+        self.sender = sender.into();
+        self
+    }
+
+    /// Set the idempotency key and conflict resolution.
+    pub fn with_key(mut self, key: impl Into<String>, conflict: Conflict) -> Self {
+        self.idempotency_key = Some(key.into());
+        self.conflict = conflict;
+        self
+    }
+
+    /// Set an explicit sequence number.
+    pub fn with_sequence(mut self, seq: i64) -> Self {
+        self.sequence_number = Some(seq);
+        self
+    }
+
+    /// Set a time to live.
+    pub fn with_ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+
+    /// Delay the first delivery.
+    pub fn with_delay_ms(mut self, delay_ms: u64) -> Self {
+        self.delay_ms = delay_ms;
+        self
+    }
+
+    /// Set the tenant and namespace.
+    pub fn with_scope(mut self, tenant: impl Into<String>, namespace: impl Into<String>) -> Self {
+        self.tenant = tenant.into();
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Set the delivery mode.
+    pub fn with_mode(mut self, mode: impl Into<String>) -> Self {
+        self.mode = mode.into();
+        self
+    }
+
+    /// Add a header.
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        self.idempotency_key.as_deref().unwrap_or("")
+    }
+}
+
+/// The actor type of an address `Type/key` (the whole id if it has no `/`).
+pub fn actor_type_of(receiver: &str) -> &str {
+    receiver.split_once('/').map_or(receiver, |(t, _)| t)
+}
+
+/// A fully resolved row, ready to insert (what [`crate::Channel::enqueue`] takes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRow {
+    /// The message.
+    pub msg: NewMessage,
+    /// Partition of the receiver.
+    pub partition: u32,
+    /// Sequence number (assigned if the caller gave none).
+    pub sequence_number: i64,
+    /// Creation time, ms since the Unix epoch.
+    pub created_at: i64,
+    /// First visibility time, ms since the Unix epoch.
+    pub send_at: i64,
+    /// Expiry, ms since the Unix epoch; 0 = never.
+    pub expires_at: i64,
+    /// Headers serialised as JSON text.
+    pub headers_json: String,
+}
+
+/// A stored message as the relay claims it and [`crate::Delivery`] receives it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct OutboxMessage {
+    /// Row id; ids grow with enqueue order, which is the FIFO order per receiver.
+    pub id: i64,
+    /// Tenant scope.
+    pub tenant: String,
+    /// Namespace scope.
+    pub namespace: String,
+    /// Channel name.
+    pub channel: String,
+    /// Partition (FNV-1a of the receiver).
+    pub partition: i64,
+    /// Sender id.
+    pub sender: String,
+    /// Receiver id.
+    pub receiver: String,
+    /// Receiver actor type (before the `/`).
+    pub receiver_type: String,
+    /// Message type.
+    pub msg_type: String,
+    /// Payload.
+    pub payload: Vec<u8>,
+    /// Headers, JSON object text.
+    pub headers: String,
+    /// Idempotency key ('' = none).
+    pub idempotency_key: String,
+    /// `append` or `overwrite`.
+    pub conflict: String,
+    /// Sequence number.
+    pub sequence_number: i64,
+    /// Failed delivery attempts so far.
+    pub delivery_count: i64,
+    /// Not visible before this time (ms since epoch); backoff moves it.
+    pub send_at: i64,
+    /// Creation time (ms since epoch).
+    pub created_at: i64,
+    /// Lease end of the current claim (ms since epoch); 0 = unclaimed.
+    pub claimed_until: i64,
+    /// Delivered and acknowledged.
+    pub acked: bool,
+    /// In the dead-letter queue.
+    pub dead_lettered: bool,
+    /// Why it was dead-lettered (`max_attempts`, `permanent`, `expired`).
+    pub dead_reason: Option<String>,
+    /// Last delivery error.
+    pub last_error: Option<String>,
+    /// Expiry (ms since epoch); 0 = never.
+    pub expires_at: i64,
+    /// Delivery mode.
+    pub mode: String,
+}
+
+impl OutboxMessage {
+    /// Whether the message has expired at `now_ms`.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expires_at > 0 && self.expires_at <= now_ms
+    }
+}
+
+/// What happened to one submitted message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// Stored as a new row. `claimed` is true when the row was stored already claimed for an
+    /// immediate delivery attempt (dispatch), which happens only for a receiver's head row.
+    Inserted {
+        /// New row id.
+        id: i64,
+        /// Stored claimed for immediate delivery.
+        claimed: bool,
+    },
+    /// APPEND with a key already stored for this receiver: not stored again.
+    Duplicate,
+    /// OVERWRITE replaced the pending row `id`.
+    Replaced {
+        /// The replaced row.
+        id: i64,
+    },
+    /// OVERWRITE whose sequence number is older than the pending one: ignored.
+    Stale,
+}
+
+/// Why a message is in the DLQ.
+pub mod dead_reason {
+    /// `max_attempts` failed deliveries.
+    pub const MAX_ATTEMPTS: &str = "max_attempts";
+    /// The receiver refused it permanently.
+    pub const PERMANENT: &str = "permanent";
+    /// Its TTL passed before delivery.
+    pub const EXPIRED: &str = "expired";
+}
+
+/// One dead-lettered message as `dlq list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Row id.
+    pub id: i64,
+    /// Receiver id.
+    pub receiver: String,
+    /// Message type.
+    pub msg_type: String,
+    /// Delivery attempts made.
+    pub attempts: i64,
+    /// Reason (`max_attempts`, `permanent`, `expired`).
+    pub reason: String,
+    /// Last delivery error, if any.
+    pub last_error: Option<String>,
+    /// Age since creation, ms.
+    pub age_ms: i64,
+}
+
+/// Which dead letters a DLQ operation applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DlqSelector {
+    /// Every dead letter.
+    All,
+    /// One message.
+    Id(i64),
+    /// All dead letters of one receiver.
+    Receiver(String),
+}
+
+/// Depth and age of one partition's pending messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PartitionStats {
+    /// Partition index.
+    pub partition: u32,
+    /// Pending (unacked, not dead) messages.
+    pub depth: u64,
+    /// Age of the oldest pending message, ms (0 when empty).
+    pub oldest_pending_age_ms: u64,
+}
+
+/// Verdicts on claimed rows, applied in one transaction by [`crate::Channel::settle`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settlement {
+    /// Delivered: acknowledge.
+    pub acks: Vec<i64>,
+    /// Failed attempt, to retry: delivery_count + 1, visible again at `send_at`.
+    pub retries: Vec<Retry>,
+    /// Not attempted (no permit, budget, FIFO): unclaim, visible at `send_at`, count unchanged.
+    pub releases: Vec<Release>,
+    /// Dead-letter now.
+    pub dead: Vec<DeadLetterOp>,
+}
+
+impl Settlement {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.acks.is_empty()
+            && self.retries.is_empty()
+            && self.releases.is_empty()
+            && self.dead.is_empty()
+    }
+}
+
+/// A failed attempt to retry later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// Row id.
+    pub id: i64,
+    /// Visible again at (ms since epoch).
+    pub send_at: i64,
+    /// The delivery error.
+    pub last_error: String,
+}
+
+/// A claim given back without an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// Row id.
+    pub id: i64,
+    /// Visible again at (ms since epoch).
+    pub send_at: i64,
+}
+
+/// A claimed row to dead-letter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterOp {
+    /// Row id.
+    pub id: i64,
+    /// Reason, one of [`dead_reason`].
+    pub reason: &'static str,
+    /// Last error, if any.
+    pub last_error: Option<String>,
+    /// Whether this verdict follows a delivery attempt (delivery_count + 1).
+    pub attempted: bool,
+}

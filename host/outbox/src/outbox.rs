@@ -1,0 +1,486 @@
+//! The `Outbox` facade the runtime holds: store, dispatch, DLQ, stats, and starting the relay.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::join_all;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::sync::Notify;
+
+use crate::bulkhead::{Bulkhead, Partition};
+use crate::channel::{Channel, EnqueueOptions, PostgresChannel, SqliteChannel};
+use crate::config::OutboxConfig;
+use crate::delivery::{Delivery, DeliveryError};
+use crate::error::{Error, Result};
+use crate::message::{
+    DeadLetter, DeadLetterOp, DlqSelector, EnqueueOutcome, NewMessage, NewRow, OutboxMessage,
+    PartitionStats, Release, Retry, Settlement, actor_type_of, dead_reason,
+};
+
+/// Result of [`Outbox::dispatch`]: `accepted + rejected` equals the number of targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DispatchResult {
+    /// Delivered now, or absorbed by the store (an APPEND duplicate, an OVERWRITE replacement
+    /// or a stale OVERWRITE) — nothing more will happen for this target.
+    pub accepted: u32,
+    /// Stored but not delivered now: refused for capacity, not attempted because of the limit,
+    /// or queued behind an earlier pending message for the same receiver (FIFO), or failed.
+    /// The relay delivers them (with backoff where there was a failure); a permanent failure is
+    /// dead-lettered and also counted here.
+    pub rejected: u32,
+}
+
+/// Milliseconds since the Unix epoch, the time base of every stored timestamp.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub(crate) struct Inner {
+    pub channel: Arc<dyn Channel>,
+    pub config: OutboxConfig,
+    pub partitions: Vec<Partition>,
+    pub wakers: Vec<Notify>,
+    last_seq: AtomicI64,
+}
+
+/// The durable outbox. Cheap to clone (an `Arc` inside).
+#[derive(Clone)]
+pub struct Outbox {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("backend", &self.inner.channel.backend())
+            .field("partitions", &self.inner.config.partitions)
+            .finish()
+    }
+}
+
+/// What a delivery attempt did with its permit and what to record.
+pub(crate) enum Verdict {
+    Delivered,
+    Failed(DeliveryError),
+    NotAttempted,
+    Expired,
+}
+
+impl Outbox {
+    /// An outbox over any channel. Validates `config` and seeds host sequence numbers from the
+    /// store.
+    pub async fn new(channel: Arc<dyn Channel>, config: OutboxConfig) -> Result<Self> {
+        config.validate()?;
+        let partitions = (0..config.partitions)
+            .map(|p| Partition::new(p, &config.concurrency, &config.actor_types))
+            .collect::<Result<Vec<_>>>()?;
+        let wakers = (0..config.partitions).map(|_| Notify::new()).collect();
+        let last_seq = AtomicI64::new(channel.max_sequence().await?);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                channel,
+                config,
+                partitions,
+                wakers,
+                last_seq,
+            }),
+        })
+    }
+
+    /// Open (or create) the SQLite outbox file at `path`.
+    pub async fn open_sqlite(path: impl AsRef<Path>, config: OutboxConfig) -> Result<Self> {
+        let ch = SqliteChannel::open(path).await?;
+        Self::new(Arc::new(ch), config).await
+    }
+
+    /// Connect to a Postgres outbox.
+    pub async fn open_postgres(url: &str, config: OutboxConfig) -> Result<Self> {
+        let conns = (config.partitions + 4).min(32);
+        let ch = PostgresChannel::open(url, conns).await?;
+        Self::new(Arc::new(ch), config).await
+    }
+
+    /// The channel underneath.
+    pub fn channel(&self) -> &Arc<dyn Channel> {
+        &self.inner.channel
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &OutboxConfig {
+        &self.inner.config
+    }
+
+    /// Current limit of every bulkhead: (partition, actor type, limit).
+    pub fn limits(&self) -> Vec<(u32, String, u32)> {
+        self.inner
+            .partitions
+            .iter()
+            .enumerate()
+            .flat_map(|(p, part)| {
+                part.limits()
+                    .into_iter()
+                    .map(move |(t, l)| (p as u32, t, l))
+            })
+            .collect()
+    }
+
+    /// The partition of `receiver` under this outbox's partition count.
+    pub fn partition_of(&self, receiver: &str) -> u32 {
+        sluice_flow::partition::partition_for(receiver, self.inner.config.partitions)
+    }
+
+    /// Store one message for the relay (tell_reliable's fallback). Durable when this returns.
+    pub async fn store(&self, msg: NewMessage) -> Result<EnqueueOutcome> {
+        let mut out = self.enqueue(vec![msg]).await?;
+        Ok(out.pop().expect("one outcome per message"))
+    }
+
+    /// Store many messages in one transaction for the relay.
+    pub async fn enqueue(&self, msgs: Vec<NewMessage>) -> Result<Vec<EnqueueOutcome>> {
+        let now = now_ms();
+        let rows = self.inner.prepare(msgs, now)?;
+        let out = self
+            .inner
+            .channel
+            .enqueue(
+                &rows,
+                EnqueueOptions {
+                    claim_heads_until: None,
+                    now_ms: now,
+                },
+            )
+            .await?;
+        self.inner.wake(rows.iter().map(|r| r.partition));
+        Ok(out)
+    }
+
+    /// Store one message per target durably (one transaction), then make one immediate
+    /// delivery attempt per target within the current limit of its bulkhead.
+    ///
+    /// Targets that could not be delivered now stay stored for the relay. Rows delivered now
+    /// are acked, so the relay does not deliver them again. A receiver that already has a
+    /// pending message is not attempted now (that would overtake it): it counts as rejected.
+    pub async fn dispatch(
+        &self,
+        msgs: Vec<NewMessage>,
+        delivery: &dyn Delivery,
+    ) -> Result<DispatchResult> {
+        let inner = &*self.inner;
+        let now = now_ms();
+        let rows = inner.prepare(msgs, now)?;
+        let lease_until = now + inner.config.lease_ms as i64;
+        let outcomes = inner
+            .channel
+            .enqueue(
+                &rows,
+                EnqueueOptions {
+                    claim_heads_until: Some(lease_until),
+                    now_ms: now,
+                },
+            )
+            .await?;
+
+        let mut result = DispatchResult::default();
+        let mut settlement = Settlement::default();
+        let mut attempts = Vec::new();
+        let mut early_verdicts = Vec::new();
+        for (row, outcome) in rows.iter().zip(&outcomes) {
+            match *outcome {
+                EnqueueOutcome::Inserted { id, claimed: true } if row.send_at > now => {
+                    // Delayed: not due yet, the relay delivers it at send_at.
+                    result.rejected += 1;
+                    settlement.releases.push(Release {
+                        id,
+                        send_at: row.send_at,
+                    });
+                }
+                EnqueueOutcome::Inserted { id, claimed: true }
+                    if row.expires_at != 0 && row.expires_at <= now =>
+                {
+                    result.rejected += 1;
+                    let m = row_message(id, row, lease_until);
+                    early_verdicts.push((m, Verdict::Expired));
+                }
+                EnqueueOutcome::Inserted { id, claimed: true } => {
+                    let part = &inner.partitions[row.partition as usize];
+                    let bulkhead = part.bulkhead(actor_type_of(&row.msg.receiver));
+                    match bulkhead.limiter.try_acquire() {
+                        Some(permit) => {
+                            attempts.push((row_message(id, row, lease_until), permit, bulkhead))
+                        }
+                        None => {
+                            bulkhead.acquire_rejected.increment(1);
+                            result.rejected += 1;
+                            settlement.releases.push(Release { id, send_at: now });
+                        }
+                    }
+                }
+                EnqueueOutcome::Inserted { claimed: false, .. } => result.rejected += 1,
+                EnqueueOutcome::Duplicate
+                | EnqueueOutcome::Replaced { .. }
+                | EnqueueOutcome::Stale => result.accepted += 1,
+            }
+        }
+
+        // Deliver concurrently while every permit is held: the limit bounds this fan-out.
+        let verdicts = join_all(
+            attempts
+                .into_iter()
+                .map(|(m, permit, bulkhead)| async move {
+                    let t0 = Instant::now();
+                    let r = delivery.deliver(&m).await;
+                    let elapsed = t0.elapsed().as_secs_f64();
+                    let verdict = apply_verdict(bulkhead, permit, r);
+                    (m, verdict, elapsed)
+                }),
+        )
+        .await;
+
+        let mut rng = SmallRng::from_rng(&mut rand::rng());
+        for (m, verdict) in early_verdicts {
+            inner.record(&m, verdict, now, &mut rng, &mut settlement);
+        }
+        let now = now_ms();
+        for (m, verdict, elapsed) in verdicts {
+            let part = &inner.partitions[m.partition as usize];
+            part.metrics.delivery_seconds.record(elapsed);
+            if matches!(verdict, Verdict::Delivered) {
+                result.accepted += 1;
+            } else {
+                result.rejected += 1;
+            }
+            inner.record(&m, verdict, now, &mut rng, &mut settlement);
+        }
+        inner.channel.settle(&settlement, now).await?;
+        inner.wake(rows.iter().map(|r| r.partition));
+        metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "accepted")
+            .increment(u64::from(result.accepted));
+        metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "rejected")
+            .increment(u64::from(result.rejected));
+        Ok(result)
+    }
+
+    /// Depth and oldest-pending age of every partition (zeros for empty ones).
+    pub async fn stats(&self) -> Result<Vec<PartitionStats>> {
+        let found = self.inner.channel.stats(now_ms()).await?;
+        Ok((0..self.inner.config.partitions)
+            .map(|p| {
+                found
+                    .iter()
+                    .find(|s| s.partition == p)
+                    .copied()
+                    .unwrap_or(PartitionStats {
+                        partition: p,
+                        ..Default::default()
+                    })
+            })
+            .collect())
+    }
+
+    /// Dead letters, oldest first (optionally of one receiver), at most `limit`.
+    pub async fn dlq_list(&self, receiver: Option<&str>, limit: u32) -> Result<Vec<DeadLetter>> {
+        self.inner.channel.dlq_list(receiver, limit, now_ms()).await
+    }
+
+    /// Replay dead letters: delivery count reset, visible now, expiry cleared. Returns how many.
+    pub async fn dlq_replay(&self, selector: DlqSelector) -> Result<u64> {
+        let n = self.inner.channel.dlq_replay(&selector, now_ms()).await?;
+        self.inner.wake(0..self.inner.config.partitions);
+        Ok(n)
+    }
+
+    /// Delete dead letters. Returns how many.
+    pub async fn dlq_purge(&self, selector: DlqSelector) -> Result<u64> {
+        self.inner.channel.dlq_purge(&selector).await
+    }
+}
+
+/// Settle the permit with the verdict of one delivery.
+pub(crate) fn apply_verdict(
+    bulkhead: &Bulkhead,
+    permit: sluice_flow::limiter::Permit<'_>,
+    r: std::result::Result<(), DeliveryError>,
+) -> Verdict {
+    let v = match r {
+        Ok(()) => {
+            bulkhead.limiter.on_success(permit);
+            Verdict::Delivered
+        }
+        Err(e @ DeliveryError::Capacity { .. }) => {
+            bulkhead.limiter.on_rejection(permit);
+            Verdict::Failed(e)
+        }
+        // Not a congestion signal: the permit is released, the limit does not move.
+        Err(e) => {
+            drop(permit);
+            Verdict::Failed(e)
+        }
+    };
+    bulkhead.publish_limit();
+    v
+}
+
+fn row_message(id: i64, row: &NewRow, claimed_until: i64) -> OutboxMessage {
+    let m = &row.msg;
+    OutboxMessage {
+        id,
+        tenant: m.tenant.clone(),
+        namespace: m.namespace.clone(),
+        channel: m.channel.clone(),
+        partition: i64::from(row.partition),
+        sender: m.sender.clone(),
+        receiver: m.receiver.clone(),
+        receiver_type: actor_type_of(&m.receiver).to_string(),
+        msg_type: m.msg_type.clone(),
+        payload: m.payload.clone(),
+        headers: row.headers_json.clone(),
+        idempotency_key: m.key().to_string(),
+        conflict: m.conflict.as_str().to_string(),
+        sequence_number: row.sequence_number,
+        delivery_count: 0,
+        send_at: row.send_at,
+        created_at: row.created_at,
+        claimed_until,
+        acked: false,
+        dead_lettered: false,
+        dead_reason: None,
+        last_error: None,
+        expires_at: row.expires_at,
+        mode: m.mode.clone(),
+    }
+}
+
+impl Inner {
+    /// Host-assigned sequence numbers: microseconds since the epoch, forced strictly
+    /// increasing (and above anything stored) so a restart never goes backwards.
+    fn next_seq(&self, now_ms: i64) -> i64 {
+        let floor = now_ms.saturating_mul(1000);
+        let prev = self
+            .last_seq
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(floor.max(last + 1))
+            })
+            .expect("closure always returns Some");
+        floor.max(prev + 1)
+    }
+
+    pub fn prepare(&self, msgs: Vec<NewMessage>, now: i64) -> Result<Vec<NewRow>> {
+        msgs.into_iter()
+            .map(|msg| {
+                if msg.receiver.is_empty() {
+                    return Err(Error::InvalidArgument("receiver must not be empty".into()));
+                }
+                let partition =
+                    sluice_flow::partition::partition_for(&msg.receiver, self.config.partitions);
+                let sequence_number = match msg.sequence_number {
+                    Some(s) => s,
+                    None => self.next_seq(now),
+                };
+                let headers_json = serde_json::to_string(&msg.headers)
+                    .map_err(|e| Error::InvalidArgument(format!("headers: {e}")))?;
+                Ok(NewRow {
+                    partition,
+                    sequence_number,
+                    created_at: now,
+                    send_at: now + msg.delay_ms as i64,
+                    expires_at: msg.ttl_ms.map_or(0, |t| now + t as i64),
+                    headers_json,
+                    msg,
+                })
+            })
+            .collect()
+    }
+
+    pub fn wake(&self, partitions: impl IntoIterator<Item = u32>) {
+        let mut seen = 0u128;
+        for p in partitions {
+            let bit = 1u128 << (p % 128);
+            if p >= 128 || seen & bit == 0 {
+                seen |= bit;
+                // notify_one stores a permit if the worker is busy: no lost wake-ups.
+                self.wakers[p as usize].notify_one();
+            }
+        }
+    }
+
+    /// Turn one verdict into a settlement entry and metrics.
+    pub fn record(
+        &self,
+        m: &OutboxMessage,
+        verdict: Verdict,
+        now: i64,
+        rng: &mut SmallRng,
+        s: &mut Settlement,
+    ) {
+        let metrics = &self.partitions[m.partition as usize].metrics;
+        let policy = &self.config.retry_policy;
+        match verdict {
+            Verdict::Delivered => {
+                metrics.delivered.increment(1);
+                s.acks.push(m.id);
+            }
+            Verdict::NotAttempted => s.releases.push(Release {
+                id: m.id,
+                send_at: now,
+            }),
+            Verdict::Expired => {
+                metrics.dead(dead_reason::EXPIRED).increment(1);
+                s.dead.push(DeadLetterOp {
+                    id: m.id,
+                    reason: dead_reason::EXPIRED,
+                    last_error: None,
+                    attempted: false,
+                });
+            }
+            Verdict::Failed(err) => {
+                let attempt = u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX);
+                let delay = match &err {
+                    DeliveryError::Capacity { retry_after_ms } => {
+                        metrics.backpressure.increment(1);
+                        Some(policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng))
+                    }
+                    DeliveryError::Transient(_) => {
+                        metrics.errors.increment(1);
+                        Some(policy.backoff_ms(attempt, rng))
+                    }
+                    DeliveryError::Permanent(_) => {
+                        metrics.errors.increment(1);
+                        None
+                    }
+                };
+                let text = err.to_string();
+                match delay {
+                    Some(d) if policy.should_retry(attempt) => {
+                        metrics.retries.increment(1);
+                        s.retries.push(Retry {
+                            id: m.id,
+                            send_at: now + d as i64,
+                            last_error: text,
+                        });
+                    }
+                    _ => {
+                        let reason = if delay.is_none() {
+                            dead_reason::PERMANENT
+                        } else {
+                            dead_reason::MAX_ATTEMPTS
+                        };
+                        metrics.dead(reason).increment(1);
+                        tracing::warn!(id = m.id, receiver = %m.receiver, attempt, reason, error = %text,
+                            "outbox message dead-lettered");
+                        s.dead.push(DeadLetterOp {
+                            id: m.id,
+                            reason,
+                            last_error: Some(text),
+                            attempted: true,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The partitioned relay: one worker per partition claims batches, delivers them through the
+//! partition's bulkheads, and settles the verdicts (seed 000 §2.4, §2.6).
+//!
+//! Per claimed batch: rows are grouped by receiver (id order kept); each receiver's rows form
+//! a chain delivered in order, stopping at the first failure (the rest are released untouched,
+//! so FIFO holds). Chains of different receivers run concurrently, each delivery holding a
+//! permit of its actor type's limiter. No permit → released with no delay. Capacity → limit
+//! halves, retry after `max(retry_after_ms, jitter)`. Transient → limit unchanged, jittered
+//! retry. Permanent → dead-lettered now. `max_attempts` failures → dead-lettered. Success →
+//! ack, limit + 1. A retry (a head with `delivery_count > 0`) needs a token of the partition's
+//! retry budget; without one the receiver is deferred by the backoff ceiling, not attempted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use sluice_flow::backoff::RetryBudget;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::delivery::Delivery;
+use crate::message::{OutboxMessage, Release, Settlement};
+use crate::outbox::{Inner, Outbox, Verdict, apply_verdict, now_ms};
+
+/// Running relay workers. [`RelayHandle::shutdown`] stops them and waits; dropping the handle
+/// also stops them (at their next idle point) but does not wait.
+#[derive(Debug)]
+pub struct RelayHandle {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RelayHandle {
+    /// Signal every worker to stop after its current batch, and wait until they have.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Abort the workers without settling (tests: simulates a relay that died mid-batch).
+    pub fn abort(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Outbox {
+    /// Start one relay worker per partition, delivering through `delivery`.
+    pub fn start_relay(&self, delivery: Arc<dyn Delivery>) -> RelayHandle {
+        self.start_relay_for(delivery, 0..self.inner.config.partitions)
+    }
+
+    /// Start relay workers for some partitions only (several hosts sharing one Postgres).
+    pub fn start_relay_for(
+        &self,
+        delivery: Arc<dyn Delivery>,
+        partitions: impl IntoIterator<Item = u32>,
+    ) -> RelayHandle {
+        let (stop, _) = watch::channel(false);
+        let tasks = partitions
+            .into_iter()
+            .filter(|p| *p < self.inner.config.partitions)
+            .map(|p| {
+                let worker = Worker {
+                    inner: self.inner.clone(),
+                    partition: p,
+                    delivery: delivery.clone(),
+                    budget: RetryBudget::new(self.inner.config.retry_budget),
+                    rng: SmallRng::from_rng(&mut rand::rng()),
+                };
+                tokio::spawn(worker.run(stop.subscribe()))
+            })
+            .collect();
+        RelayHandle { stop, tasks }
+    }
+}
+
+/// How often a worker deletes acked rows past `acked_retention_ms`, and how many at most per
+/// pass (one bounded statement, so the single SQLite writer is never held for long).
+const COMPACT_EVERY: Duration = Duration::from_secs(30);
+const COMPACT_LIMIT: u32 = 10_000;
+/// Longest a relay keeps claiming from its low-water mark before one claim scans its whole
+/// partition again.
+const LOW_WATER_RESET: Duration = Duration::from_secs(1);
+
+struct Worker {
+    inner: Arc<Inner>,
+    partition: u32,
+    delivery: Arc<dyn Delivery>,
+    budget: RetryBudget,
+    rng: SmallRng,
+}
+
+impl Worker {
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let cfg = &self.inner.config;
+        let interval = Duration::from_millis(cfg.relay_interval_ms);
+        let stats_every = Duration::from_millis(cfg.stats_interval_ms.max(1));
+        let batch_size = cfg.relay_batch_size;
+        let lease = cfg.lease_ms as i64;
+        let retention = cfg.acked_retention_ms as i64;
+        let mut next_stats = Instant::now();
+        let mut next_compact = Instant::now() + COMPACT_EVERY;
+        let mut low_water: i64 = 0;
+        let mut last_full_scan = Instant::now();
+        let p = self.partition;
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let mut busy = false;
+            let claimed = self
+                .inner
+                .channel
+                .claim(p, batch_size, now_ms(), lease, low_water)
+                .await;
+            match claimed {
+                Ok(batch) => {
+                    busy = batch.len() as u32 >= batch_size;
+                    // Low-water mark: while batches come back full, the next claim starts at
+                    // this batch's first id (its unsettled rows stay at or above it). A short
+                    // batch, or a second since the last full scan, resets it to 0, so rows
+                    // below the mark (backing off, delayed, replayed) wait at most that long.
+                    if busy && last_full_scan.elapsed() < LOW_WATER_RESET {
+                        low_water = batch.first().map_or(0, |m| m.id);
+                    } else {
+                        low_water = 0;
+                        last_full_scan = Instant::now();
+                    }
+                    if !batch.is_empty() {
+                        let settlement = self.process(batch).await;
+                        if let Err(e) = self.inner.channel.settle(&settlement, now_ms()).await {
+                            // The rows stay claimed and reappear after their lease: at least once.
+                            tracing::error!(partition = p, error = %e, "outbox settle failed");
+                            self.inner.partitions[p as usize]
+                                .metrics
+                                .errors
+                                .increment(1);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, transient = e.is_transient(), "outbox claim failed");
+                    self.inner.partitions[p as usize]
+                        .metrics
+                        .errors
+                        .increment(1);
+                }
+            }
+            if Instant::now() >= next_stats {
+                next_stats = Instant::now() + stats_every;
+                self.publish_stats().await;
+            }
+            if retention > 0 && Instant::now() >= next_compact {
+                next_compact = Instant::now() + COMPACT_EVERY;
+                let before = now_ms() - retention;
+                match self.inner.channel.compact(p, before, COMPACT_LIMIT).await {
+                    Ok(n) if n > 0 => {
+                        tracing::debug!(partition = p, deleted = n, "outbox compacted")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(partition = p, error = %e, "outbox compaction failed"),
+                }
+            }
+            if busy {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            tokio::select! {
+                _ = self.inner.wakers[p as usize].notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    }
+
+    async fn publish_stats(&self) {
+        let p = self.partition;
+        let m = &self.inner.partitions[p as usize].metrics;
+        if let Ok(s) = self.inner.channel.partition_stats(p, now_ms()).await {
+            m.queue_depth.set(s.depth as f64);
+            m.oldest_age.set(s.oldest_pending_age_ms as f64 / 1000.0);
+        }
+    }
+
+    async fn process(&mut self, batch: Vec<OutboxMessage>) -> Settlement {
+        let now = now_ms();
+        let inner = &*self.inner;
+        let part = &inner.partitions[self.partition as usize];
+        let policy = inner.config.retry_policy;
+        let mut settlement = Settlement::default();
+
+        // Group by receiver, keeping id order within and first-seen order across groups.
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut groups: Vec<Vec<&OutboxMessage>> = Vec::new();
+        for m in &batch {
+            let i = *index.entry(m.receiver.as_str()).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[i].push(m);
+        }
+
+        let mut chains = Vec::with_capacity(groups.len());
+        for group in groups {
+            let head = group[0];
+            if head.delivery_count > 0 && !self.budget.try_retry(now as u64) {
+                part.metrics.budget_exhausted.increment(1);
+                let attempt = u32::try_from(head.delivery_count).unwrap_or(u32::MAX);
+                let defer = policy
+                    .ceiling_ms(attempt)
+                    .max(inner.config.relay_interval_ms);
+                settlement.releases.push(Release {
+                    id: head.id,
+                    send_at: now + defer as i64,
+                });
+                settlement
+                    .releases
+                    .extend(group[1..].iter().map(|m| Release {
+                        id: m.id,
+                        send_at: now,
+                    }));
+                continue;
+            }
+            for m in &group {
+                if m.delivery_count == 0 {
+                    self.budget.on_first_attempt(now as u64);
+                }
+            }
+            chains.push(deliver_chain(
+                inner,
+                self.partition,
+                group,
+                &*self.delivery,
+                now,
+            ));
+        }
+        let results = join_all(chains).await;
+        let now = now_ms();
+        for (m, verdict) in results.into_iter().flatten() {
+            inner.record(m, verdict, now, &mut self.rng, &mut settlement);
+        }
+        settlement
+    }
+}
+
+/// Deliver one receiver's claimed rows in order; stop at the first row that is not delivered.
+async fn deliver_chain<'a>(
+    inner: &'a Inner,
+    partition: u32,
+    group: Vec<&'a OutboxMessage>,
+    delivery: &'a dyn Delivery,
+    now: i64,
+) -> Vec<(&'a OutboxMessage, Verdict)> {
+    let part = &inner.partitions[partition as usize];
+    let bulkhead = part.bulkhead(&group[0].receiver_type);
+    let mut out = Vec::with_capacity(group.len());
+    let mut stopped = false;
+    for m in group {
+        if stopped {
+            out.push((m, Verdict::NotAttempted));
+            continue;
+        }
+        if m.is_expired(now) {
+            out.push((m, Verdict::Expired));
+            continue;
+        }
+        let Some(permit) = bulkhead.limiter.try_acquire() else {
+            bulkhead.acquire_rejected.increment(1);
+            stopped = true;
+            out.push((m, Verdict::NotAttempted));
+            continue;
+        };
+        let t0 = Instant::now();
+        let r = delivery.deliver(m).await;
+        part.metrics
+            .delivery_seconds
+            .record(t0.elapsed().as_secs_f64());
+        let verdict = apply_verdict(bulkhead, permit, r);
+        stopped = !matches!(verdict, Verdict::Delivered);
+        out.push((m, verdict));
+    }
+    out
+}

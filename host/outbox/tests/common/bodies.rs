@@ -1,0 +1,799 @@
+//! Test bodies written once and run against each backend (tests/sqlite.rs, tests/postgres.rs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_outbox::{
+    ConcurrencyConfig, ConcurrencyStrategy, Conflict, DlqSelector, EnqueueOutcome, NewMessage,
+    RetryBudgetConfig, RetryPolicy,
+};
+
+use super::{Answer, Store, TestReceiver, eventually, fast_config};
+
+const T: Duration = Duration::from_secs(20);
+
+fn msg(receiver: &str, payload: &str) -> NewMessage {
+    NewMessage::new(receiver, "job", payload.as_bytes().to_vec())
+}
+
+fn payloads_of(rx: &TestReceiver, receiver: &str) -> Vec<String> {
+    rx.delivered()
+        .into_iter()
+        .filter(|s| s.receiver == receiver)
+        .map(|s| String::from_utf8(s.payload).unwrap())
+        .collect()
+}
+
+pub async fn relay_delivers_every_stored_message_once_in_order_per_receiver(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(4).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    let msgs: Vec<NewMessage> = (0..600)
+        .map(|i| msg(&format!("Worker/{}", i % 30), &format!("{:04}", i / 30)))
+        .collect();
+    let outcomes = outbox.enqueue(msgs).await.unwrap();
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, EnqueueOutcome::Inserted { claimed: false, .. }))
+    );
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("600 deliveries", T, |r| r.delivered_count() >= 600)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(rx.delivered_count(), 600, "each message exactly once");
+    for w in 0..30 {
+        let got = payloads_of(&rx, &format!("Worker/{w}"));
+        let want: Vec<String> = (0..20).map(|i| format!("{i:04}")).collect();
+        assert_eq!(got, want, "FIFO for Worker/{w}");
+    }
+    let stats = outbox.stats().await.unwrap();
+    assert_eq!(stats.len(), 4);
+    assert!(stats.iter().all(|s| s.depth == 0), "{stats:?}");
+}
+
+pub async fn later_message_never_overtakes_an_earlier_one_backing_off(store: Store) {
+    let config = fast_config()
+        .retry_policy(RetryPolicy {
+            max_attempts: 10,
+            base_ms: 40,
+            cap_ms: 80,
+        })
+        .partitions(1) // both receivers share a partition: B must not be blocked by A
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script(
+        "A/1",
+        [
+            Answer::Transient("restarting"),
+            Answer::Transient("restarting"),
+        ],
+    );
+    let mut msgs = Vec::new();
+    for i in 0..5 {
+        msgs.push(msg("A/1", &format!("a{i}")));
+        msgs.push(msg("B/1", &format!("b{i}")));
+    }
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("all 10 delivered", T, |r| r.delivered_count() >= 10)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "A/1"), ["a0", "a1", "a2", "a3", "a4"]);
+    assert_eq!(payloads_of(&rx, "B/1"), ["b0", "b1", "b2", "b3", "b4"]);
+    let seen = rx.seen();
+    // A's later messages were never even attempted before a0 succeeded.
+    let a0_ok = seen
+        .iter()
+        .position(|s| s.receiver == "A/1" && s.ok)
+        .unwrap();
+    assert!(
+        seen[..a0_ok]
+            .iter()
+            .filter(|s| s.receiver == "A/1")
+            .all(|s| s.payload == b"a0")
+    );
+    // B finished while A was still backing off.
+    let b_last = seen.iter().rposition(|s| s.receiver == "B/1").unwrap();
+    assert!(b_last < a0_ok, "B was blocked behind A's backoff");
+}
+
+pub async fn capacity_halves_the_limit_and_backs_off_at_least_retry_after(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.script("Slow/1", [Answer::Capacity(300)]);
+    outbox.store(msg("Slow/1", "x")).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("delivered after backoff", T, |r| r.delivered_count() == 1)
+        .await;
+    relay.shutdown().await;
+    let seen = rx.seen();
+    assert_eq!(seen.len(), 2);
+    let gap = seen[1].at - seen[0].at;
+    assert!(
+        gap >= Duration::from_millis(290),
+        "retried after {gap:?}, hint was 300 ms"
+    );
+    // 10 halved to 5 by the rejection, then +1 for the success.
+    let limits = outbox.limits();
+    assert_eq!(limits, vec![(0, "other".to_string(), 6)]);
+}
+
+pub async fn transient_failure_backs_off_without_moving_the_limit(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.script("W/1", [Answer::Transient("timeout")]);
+    let id = match outbox.store(msg("W/1", "x")).await.unwrap() {
+        EnqueueOutcome::Inserted { id, .. } => id,
+        o => panic!("{o:?}"),
+    };
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("delivered", T, |r| r.delivered_count() == 1)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(rx.seen().len(), 2);
+    assert_eq!(
+        outbox.limits()[0].2,
+        11,
+        "transient: unchanged; success: +1"
+    );
+    let row = outbox.channel().get(id).await.unwrap().unwrap();
+    assert!(row.acked);
+    assert_eq!(row.delivery_count, 1);
+    assert_eq!(row.last_error.as_deref(), Some("timeout"));
+}
+
+pub async fn permanent_failure_is_dead_lettered_at_once(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let rx = TestReceiver::new();
+    rx.always("Bad/1", Answer::Permanent("undecodable payload"));
+    outbox.store(msg("Bad/1", "x")).await.unwrap();
+    outbox.store(msg("Bad/1", "next")).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    eventually("two dead letters", T, || async {
+        outbox.dlq_list(None, 10).await.unwrap().len() == 2
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(rx.seen().len(), 2, "one attempt each");
+    let dl = outbox.dlq_list(Some("Bad/1"), 10).await.unwrap();
+    assert_eq!(dl[0].reason, "permanent");
+    assert_eq!(dl[0].attempts, 1);
+    assert_eq!(dl[0].last_error.as_deref(), Some("undecodable payload"));
+    assert!(dl[0].age_ms >= 0);
+}
+
+pub async fn max_attempts_dead_letters_and_unblocks_the_receiver(store: Store) {
+    let config = fast_config()
+        .retry_policy(RetryPolicy {
+            max_attempts: 3,
+            base_ms: 2,
+            cap_ms: 10,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script(
+        "W/1",
+        [
+            Answer::Transient("e1"),
+            Answer::Capacity(1),
+            Answer::Transient("e3"),
+        ],
+    );
+    outbox.store(msg("W/1", "poison")).await.unwrap();
+    outbox.store(msg("W/1", "after")).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the next message delivered", T, |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "W/1"), ["after"]);
+    let dl = outbox.dlq_list(None, 10).await.unwrap();
+    assert_eq!(dl.len(), 1);
+    assert_eq!((dl[0].attempts, dl[0].reason.as_str()), (3, "max_attempts"));
+    assert_eq!(dl[0].last_error.as_deref(), Some("e3"));
+}
+
+pub async fn append_stores_a_repeated_key_once(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let rx = TestReceiver::new();
+    let a = msg("W/1", "first").with_key("k1", Conflict::Append);
+    let b = msg("W/1", "second").with_key("k1", Conflict::Append);
+    let other = msg("W/2", "same key, other receiver").with_key("k1", Conflict::Append);
+    let out = outbox.enqueue(vec![a, b.clone(), other]).await.unwrap();
+    assert!(matches!(out[0], EnqueueOutcome::Inserted { .. }));
+    assert_eq!(out[1], EnqueueOutcome::Duplicate);
+    assert!(matches!(out[2], EnqueueOutcome::Inserted { .. }));
+    assert_eq!(
+        outbox.store(b.clone()).await.unwrap(),
+        EnqueueOutcome::Duplicate
+    );
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("two deliveries", T, |r| r.delivered_count() >= 2)
+        .await;
+    // Still a duplicate after the first was delivered and acked.
+    assert_eq!(outbox.store(b).await.unwrap(), EnqueueOutcome::Duplicate);
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "W/1"), ["first"]);
+    let res = outbox
+        .dispatch(
+            vec![msg("W/1", "third").with_key("k1", Conflict::Append)],
+            &rx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (res.accepted, res.rejected),
+        (1, 0),
+        "a duplicate counts as accepted"
+    );
+    assert_eq!(rx.delivered_count(), 2);
+}
+
+pub async fn overwrite_replaces_pending_and_never_with_an_older_sequence(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let rx = TestReceiver::new();
+    let hb = |p: &str, seq: i64| {
+        msg("Leader/1", p)
+            .with_key("hb", Conflict::Overwrite)
+            .with_sequence(seq)
+    };
+    let first = outbox.store(hb("seq5", 5)).await.unwrap();
+    let EnqueueOutcome::Inserted { id, .. } = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        outbox.store(hb("seq7", 7)).await.unwrap(),
+        EnqueueOutcome::Replaced { id }
+    );
+    assert_eq!(
+        outbox.store(hb("seq6", 6)).await.unwrap(),
+        EnqueueOutcome::Stale
+    );
+    // Host-assigned sequence numbers are monotonic: 50 rapid heartbeats, only the last stays.
+    let beats: Vec<NewMessage> = (0..50)
+        .map(|i| msg("Leader/2", &format!("beat{i}")).with_key("hb", Conflict::Overwrite))
+        .collect();
+    let out = outbox.enqueue(beats).await.unwrap();
+    assert!(matches!(out[0], EnqueueOutcome::Inserted { .. }));
+    assert!(
+        out[1..]
+            .iter()
+            .all(|o| matches!(o, EnqueueOutcome::Replaced { .. }))
+    );
+    for i in 50..60 {
+        let o = outbox
+            .store(msg("Leader/2", &format!("beat{i}")).with_key("hb", Conflict::Overwrite))
+            .await
+            .unwrap();
+        assert!(matches!(o, EnqueueOutcome::Replaced { .. }), "{o:?}");
+    }
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("both leaders", T, |r| r.delivered_count() >= 2)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "Leader/1"), ["seq7"]);
+    assert_eq!(payloads_of(&rx, "Leader/2"), ["beat59"]);
+    // After delivery, a new heartbeat is a new pending row again.
+    let o = outbox.store(hb("seq8", 8)).await.unwrap();
+    assert!(matches!(o, EnqueueOutcome::Inserted { .. }), "{o:?}");
+    // An OVERWRITE replacement in dispatch counts as accepted.
+    let res = outbox.dispatch(vec![hb("seq9", 9)], &rx).await.unwrap();
+    assert_eq!((res.accepted, res.rejected), (1, 0));
+}
+
+pub async fn expired_messages_are_dead_lettered_never_delivered(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let rx = TestReceiver::new();
+    // Visible only after its expiry.
+    outbox
+        .store(msg("W/1", "stale").with_delay_ms(60).with_ttl_ms(20))
+        .await
+        .unwrap();
+    outbox
+        .store(msg("W/1", "fresh").with_delay_ms(60))
+        .await
+        .unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("fresh delivered", T, |r| r.delivered_count() == 1)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "W/1"), ["fresh"]);
+    assert_eq!(rx.seen().len(), 1, "the expired one was never attempted");
+    let dl = outbox.dlq_list(None, 10).await.unwrap();
+    assert_eq!(dl.len(), 1);
+    assert_eq!((dl[0].reason.as_str(), dl[0].attempts), ("expired", 0));
+}
+
+pub async fn dlq_lists_replays_and_purges(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let rx = TestReceiver::new();
+    for r in ["A/1", "B/1", "C/1"] {
+        rx.always(r, Answer::Permanent("nope"));
+    }
+    let mut msgs = Vec::new();
+    for r in ["A/1", "B/1", "C/1"] {
+        msgs.push(msg(r, "m0"));
+        msgs.push(msg(r, "m1"));
+    }
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    eventually("six dead letters", T, || async {
+        outbox.dlq_list(None, 100).await.unwrap().len() == 6
+    })
+    .await;
+    rx.clear_always();
+
+    let a = outbox.dlq_list(Some("A/1"), 100).await.unwrap();
+    assert_eq!(a.len(), 2);
+    assert_eq!(
+        outbox.dlq_replay(DlqSelector::Id(a[0].id)).await.unwrap(),
+        1
+    );
+    rx.wait_for("A/1 m0 replayed", T, |r| r.delivered_count() == 1)
+        .await;
+    assert_eq!(
+        outbox
+            .dlq_replay(DlqSelector::Receiver("B/1".into()))
+            .await
+            .unwrap(),
+        2
+    );
+    rx.wait_for("B/1 replayed", T, |r| r.delivered_count() == 3)
+        .await;
+    assert_eq!(outbox.dlq_purge(DlqSelector::Id(a[1].id)).await.unwrap(), 1);
+    assert_eq!(
+        outbox
+            .dlq_purge(DlqSelector::Receiver("C/1".into()))
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(outbox.dlq_list(None, 100).await.unwrap().is_empty());
+
+    rx.always("D/1", Answer::Permanent("nope"));
+    outbox.store(msg("D/1", "x")).await.unwrap();
+    eventually("D/1 dead", T, || async {
+        outbox.dlq_list(None, 100).await.unwrap().len() == 1
+    })
+    .await;
+    rx.clear_always();
+    assert_eq!(outbox.dlq_replay(DlqSelector::All).await.unwrap(), 1);
+    rx.wait_for("D/1 replayed", T, |r| r.delivered_count() == 4)
+        .await;
+    rx.always("E/1", Answer::Permanent("nope"));
+    outbox.store(msg("E/1", "x")).await.unwrap();
+    eventually("E/1 dead", T, || async {
+        outbox.dlq_list(None, 100).await.unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(outbox.dlq_purge(DlqSelector::All).await.unwrap(), 1);
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "A/1"), ["m0"]);
+    assert_eq!(payloads_of(&rx, "B/1"), ["m0", "m1"]);
+}
+
+pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay(store: Store) {
+    let config = fast_config()
+        .partitions(1)
+        .concurrency(ConcurrencyConfig {
+            initial_limit: 10,
+            min_limit: 1,
+            max_limit: 100,
+            strategy: ConcurrencyStrategy::Fixed,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script("W/3", [Answer::Capacity(1)]);
+    let targets: Vec<NewMessage> = (0..30).map(|i| msg(&format!("W/{i}"), "cfg")).collect();
+    let res = outbox.dispatch(targets, &rx).await.unwrap();
+    assert_eq!(res.accepted + res.rejected, 30);
+    // 10 attempted (limit 10), one of them refused for capacity.
+    assert_eq!((res.accepted, res.rejected), (9, 21));
+    assert_eq!(rx.seen().len(), 10);
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("all 30 delivered", T, |r| r.delivered_count() >= 30)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(
+        rx.delivered_count(),
+        30,
+        "the 9 delivered by dispatch were acked, not relayed again"
+    );
+    // A receiver with a pending message is not attempted now (FIFO): rejected.
+    outbox
+        .store(msg("Q/1", "first").with_delay_ms(60_000))
+        .await
+        .unwrap();
+    let res = outbox
+        .dispatch(vec![msg("Q/1", "second")], &rx)
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert!(payloads_of(&rx, "Q/1").is_empty());
+    // A delayed dispatch is not delivered now; an already expired one is dead-lettered.
+    let res = outbox
+        .dispatch(
+            vec![
+                msg("D/1", "later").with_delay_ms(60_000),
+                msg("E/1", "gone").with_ttl_ms(0),
+            ],
+            &rx,
+        )
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 2));
+    assert!(payloads_of(&rx, "D/1").is_empty() && payloads_of(&rx, "E/1").is_empty());
+    let dl = outbox.dlq_list(Some("E/1"), 10).await.unwrap();
+    assert_eq!(dl.len(), 1);
+    assert_eq!(dl[0].reason, "expired");
+}
+
+pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).lease_ms(300).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    outbox.store(msg("W/1", "x")).await.unwrap();
+    // A relay claims the row and dies without settling.
+    let now = sluice_outbox::now_ms();
+    let claimed = outbox.channel().claim(0, 10, now, 300, 0).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(
+        outbox
+            .channel()
+            .claim(0, 10, now, 300, 0)
+            .await
+            .unwrap()
+            .is_empty(),
+        "leased"
+    );
+    let t0 = std::time::Instant::now();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("delivered after lease", T, |r| r.delivered_count() == 1)
+        .await;
+    relay.shutdown().await;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(250),
+        "delivered before the lease ended"
+    );
+}
+
+pub async fn restart_keeps_delivery_count_and_send_at(store: Store) {
+    let config = fast_config()
+        .retry_policy(RetryPolicy {
+            max_attempts: 5,
+            base_ms: 60_000,
+            cap_ms: 60_000,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config.clone()).await;
+    let rx = TestReceiver::new();
+    rx.script("W/1", [Answer::Capacity(2_000)]);
+    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("W/1", "x")).await.unwrap() else {
+        panic!()
+    };
+    outbox
+        .store(msg("W/2", "pending").with_delay_ms(60_000))
+        .await
+        .unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    eventually("first attempt failed", T, || async {
+        outbox
+            .channel()
+            .get(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .delivery_count
+            == 1
+    })
+    .await;
+    relay.shutdown().await;
+    let before = outbox.channel().get(id).await.unwrap().unwrap();
+    drop(outbox);
+    let reopened = store.open(config).await;
+    let after = reopened.channel().get(id).await.unwrap().unwrap();
+    assert_eq!(after.delivery_count, 1);
+    assert_eq!(after.send_at, before.send_at);
+    assert!(after.send_at >= before.created_at + 2_000);
+    assert_eq!(
+        after.last_error.as_deref(),
+        Some("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=2000)")
+    );
+    // Nothing lost: the reopened outbox still holds both as pending.
+    let depth: u64 = reopened
+        .stats()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.depth)
+        .sum();
+    assert_eq!(depth, 2);
+}
+
+pub async fn aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up(store: Store) {
+    let config = fast_config()
+        .partitions(1)
+        .relay_batch_size(64)
+        .concurrency(ConcurrencyConfig {
+            initial_limit: 16,
+            min_limit: 1,
+            max_limit: 64,
+            strategy: ConcurrencyStrategy::Aimd,
+        })
+        .retry_policy(RetryPolicy {
+            max_attempts: 1000,
+            base_ms: 1,
+            cap_ms: 10,
+        })
+        .retry_budget(RetryBudgetConfig {
+            enabled: false,
+            ..Default::default()
+        })
+        .actor_types(["Worker"])
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    // Phase 1: a tiny shared mailbox drained slowly.
+    rx.capacity.store(2, std::sync::atomic::Ordering::Relaxed);
+    let drain = rx.start_drain(Duration::from_millis(1));
+    let total = 1500;
+    let msgs: Vec<NewMessage> = (0..total)
+        .map(|i| msg(&format!("Worker/{}", i % 300), &i.to_string()))
+        .collect();
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    // Sample the Worker bulkhead's limit every millisecond, tagged with the phase.
+    let phase = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+    let samples = Arc::new(parking_lot::Mutex::new(Vec::<(usize, u32)>::new()));
+    let sampler = {
+        let (outbox, phase, samples) = (outbox.clone(), phase.clone(), samples.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            loop {
+                tick.tick().await;
+                let l = outbox
+                    .limits()
+                    .into_iter()
+                    .find(|l| l.1 == "Worker")
+                    .unwrap()
+                    .2;
+                samples
+                    .lock()
+                    .push((phase.load(std::sync::atomic::Ordering::Relaxed), l));
+            }
+        })
+    };
+    rx.wait_for("300 delivered under low capacity", T, |r| {
+        r.delivered_count() >= 300
+    })
+    .await;
+    // Phase 2: capacity recovers.
+    phase.store(2, std::sync::atomic::Ordering::Relaxed);
+    rx.capacity.store(0, std::sync::atomic::Ordering::Relaxed);
+    rx.wait_for("all delivered", Duration::from_secs(60), |r| {
+        r.delivered_count() >= total
+    })
+    .await;
+    relay.shutdown().await;
+    sampler.abort();
+    drain.abort();
+    let samples = samples.lock().clone();
+    let low = samples
+        .iter()
+        .filter(|s| s.0 == 1)
+        .map(|s| s.1)
+        .min()
+        .unwrap();
+    let high = samples
+        .iter()
+        .filter(|s| s.0 == 2)
+        .map(|s| s.1)
+        .max()
+        .unwrap_or(low);
+    let end = outbox
+        .limits()
+        .into_iter()
+        .find(|l| l.1 == "Worker")
+        .unwrap()
+        .2;
+    assert!(
+        low <= 4,
+        "limit should drop under capacity pressure (min seen {low})"
+    );
+    assert!(
+        high.max(end) > low + 8,
+        "limit should grow back after capacity recovers ({low} -> {high}/{end})"
+    );
+    assert_eq!(
+        rx.delivered_count(),
+        total,
+        "nothing lost, nothing delivered twice"
+    );
+    assert!(
+        outbox.dlq_list(None, 10).await.unwrap().is_empty(),
+        "DLQ must stay empty"
+    );
+    assert_eq!(
+        rx.concurrent_same_id
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+pub async fn retry_budget_defers_retries_beyond_the_budget(store: Store) {
+    let config = fast_config()
+        .partitions(1)
+        .retry_policy(RetryPolicy {
+            max_attempts: 100,
+            base_ms: 1,
+            cap_ms: 200,
+        })
+        .retry_budget(RetryBudgetConfig {
+            enabled: true,
+            ratio_percent: 0,
+            min_retries_per_sec: 0,
+            burst: 3,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.always("W/1", Answer::Transient("down"));
+    outbox.store(msg("W/1", "x")).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    // 1 first attempt + 3 budgeted retries; then retries are deferred, not attempted.
+    rx.wait_for("4 attempts", T, |r| r.seen().len() >= 4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // observe that nothing more happens
+    relay.shutdown().await;
+    assert_eq!(rx.seen().len(), 4);
+    assert!(outbox.dlq_list(None, 10).await.unwrap().is_empty());
+}
+
+pub async fn stats_report_depth_and_oldest_age_per_partition(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(2).build().unwrap())
+        .await;
+    let msgs: Vec<NewMessage> = (0..10).map(|i| msg(&format!("W/{i}"), "x")).collect();
+    outbox.enqueue(msgs).await.unwrap();
+    let p0 = (0..10)
+        .filter(|i| outbox.partition_of(&format!("W/{i}")) == 0)
+        .count() as u64;
+    tokio::time::sleep(Duration::from_millis(30)).await; // let the messages age
+    let stats = outbox.stats().await.unwrap();
+    assert_eq!(stats[0].depth, p0);
+    assert_eq!(stats[1].depth, 10 - p0);
+    assert!(
+        stats
+            .iter()
+            .filter(|s| s.depth > 0)
+            .all(|s| s.oldest_pending_age_ms >= 25)
+    );
+}
+
+pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.always("Bad/1", Answer::Permanent("nope"));
+    outbox
+        .enqueue(vec![msg("W/1", "a"), msg("W/2", "b"), msg("Bad/1", "c")])
+        .await
+        .unwrap();
+    outbox
+        .store(msg("Later/1", "d").with_delay_ms(60_000))
+        .await
+        .unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("two delivered", T, |r| r.delivered_count() == 2)
+        .await;
+    eventually("one dead", T, || async {
+        outbox.dlq_list(None, 10).await.unwrap().len() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    let ch = outbox.channel();
+    // Nothing is older than an hour ago.
+    assert_eq!(
+        ch.compact(0, sluice_outbox::now_ms() - 3_600_000, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    // Everything acked before "now + 1 s" goes; dead letters and pending rows stay.
+    assert_eq!(
+        ch.compact(0, sluice_outbox::now_ms() + 1_000, 100)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(outbox.dlq_list(None, 10).await.unwrap().len(), 1);
+    assert_eq!(outbox.stats().await.unwrap()[0].depth, 1);
+}
+
+pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Store) {
+    // Batches stay full, so the relay claims from its low-water mark; the delayed row has a
+    // lower id than everything after it and must still be delivered (the mark resets).
+    let outbox = store
+        .open(
+            fast_config()
+                .partitions(1)
+                .relay_batch_size(5)
+                .build()
+                .unwrap(),
+        )
+        .await;
+    let rx = TestReceiver::new();
+    outbox
+        .store(msg("Late/1", "late").with_delay_ms(150))
+        .await
+        .unwrap();
+    let msgs: Vec<NewMessage> = (0..3000)
+        .map(|i| msg(&format!("W/{}", i % 300), "x"))
+        .collect();
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the delayed message", T, |r| {
+        !payloads_of(r, "Late/1").is_empty()
+    })
+    .await;
+    rx.wait_for("everything", T, |r| r.delivered_count() >= 3001)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(rx.delivered_count(), 3001);
+}
+
+pub async fn fifo_holds_under_backoff_while_batches_stay_full(store: Store) {
+    // Full batches engage the relay's low-water mark; A's retried head must still go first.
+    let config = fast_config()
+        .partitions(1)
+        .relay_batch_size(5)
+        .retry_policy(RetryPolicy {
+            max_attempts: 10,
+            base_ms: 5,
+            cap_ms: 20,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script(
+        "A/1",
+        [
+            Answer::Transient("busy"),
+            Answer::Capacity(5),
+            Answer::Transient("busy"),
+        ],
+    );
+    let mut msgs = Vec::new();
+    for i in 0..2000 {
+        if i % 100 == 0 {
+            msgs.push(msg("A/1", &format!("a{:02}", i / 100)));
+        }
+        msgs.push(msg(&format!("W/{}", i % 200), "x"));
+    }
+    outbox.enqueue(msgs).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("everything", T, |r| r.delivered_count() >= 2020)
+        .await;
+    relay.shutdown().await;
+    let want: Vec<String> = (0..20).map(|i| format!("a{i:02}")).collect();
+    assert_eq!(payloads_of(&rx, "A/1"), want);
+    assert_eq!(rx.delivered_count(), 2020);
+}

@@ -1,0 +1,277 @@
+//! Shared test support: real stores (SQLite file in a temp dir, Postgres database created per
+//! test from `SLUICE_TEST_POSTGRES_URL`) and a native receiver implementing `Delivery`.
+#![allow(dead_code)]
+
+pub mod bodies;
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use sluice_outbox::{Delivery, DeliveryError, Outbox, OutboxConfig, OutboxMessage};
+use tokio::sync::Notify;
+
+/// Where a test's outbox lives. `open` can be called again to simulate a restart.
+pub enum Store {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl Store {
+    pub fn sqlite() -> Self {
+        Store::Sqlite(tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// A fresh database on the test server, or `None` (with a loud message) when no server is
+    /// configured outside CI. In CI a missing server fails the test.
+    pub async fn postgres() -> Option<Self> {
+        let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
+            if std::env::var_os("CI").is_some() {
+                panic!(
+                    "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
+                );
+            }
+            // Written to the stderr handle, not eprintln!: libtest captures the macros.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** SKIPPING Postgres test: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
+            );
+            return None;
+        };
+        use sqlx::Connection;
+        let mut admin = sqlx::PgConnection::connect(&base)
+            .await
+            .expect("connect to test Postgres");
+        let name = format!("sluice_t_{}", uuid::Uuid::new_v4().simple());
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create test database");
+        let (prefix, _) = base.rsplit_once('/').expect("URL with a database name");
+        Some(Store::Postgres(format!("{prefix}/{name}")))
+    }
+
+    pub async fn open(&self, config: OutboxConfig) -> Outbox {
+        match self {
+            Store::Sqlite(dir) => Outbox::open_sqlite(dir.path().join("outbox.db"), config)
+                .await
+                .expect("open sqlite outbox"),
+            Store::Postgres(url) => Outbox::open_postgres(url, config)
+                .await
+                .expect("open postgres outbox"),
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+}
+
+/// Small, fast retry settings so tests finish quickly.
+pub fn fast_config() -> sluice_outbox::OutboxConfigBuilder {
+    OutboxConfig::builder()
+        .retry_policy(sluice_outbox::RetryPolicy {
+            max_attempts: 5,
+            base_ms: 5,
+            cap_ms: 50,
+        })
+        .relay_interval_ms(2)
+        .lease_ms(5_000)
+        .stats_interval_ms(50)
+}
+
+/// What the receiver answers to one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Ok,
+    Capacity(u64),
+    Transient(&'static str),
+    Permanent(&'static str),
+}
+
+/// One delivery as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub id: i64,
+    pub receiver: String,
+    pub payload: Vec<u8>,
+    pub ok: bool,
+    pub at: std::time::Instant,
+}
+
+#[derive(Default)]
+struct State {
+    seen: Vec<Seen>,
+    /// Scripted answers per receiver, consumed in order; then `Ok`.
+    script: HashMap<String, VecDeque<Answer>>,
+    /// Receivers that always answer this.
+    always: HashMap<String, Answer>,
+    in_flight: HashMap<i64, usize>,
+}
+
+/// A native receiver: records every attempt, answers from a script, and can model a shared
+/// mailbox with adjustable capacity drained by a background task.
+#[derive(Clone, Default)]
+pub struct TestReceiver {
+    state: Arc<Mutex<State>>,
+    notify: Arc<Notify>,
+    /// Shared "mailbox" occupancy and capacity (0 capacity = unlimited).
+    pub mailbox: Arc<AtomicUsize>,
+    pub capacity: Arc<AtomicUsize>,
+    pub concurrent_same_id: Arc<AtomicUsize>,
+}
+
+impl TestReceiver {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn script(&self, receiver: &str, answers: impl IntoIterator<Item = Answer>) {
+        self.state
+            .lock()
+            .script
+            .entry(receiver.into())
+            .or_default()
+            .extend(answers);
+    }
+
+    pub fn always(&self, receiver: &str, answer: Answer) {
+        self.state.lock().always.insert(receiver.into(), answer);
+    }
+
+    pub fn clear_always(&self) {
+        self.state.lock().always.clear();
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().seen.clone()
+    }
+
+    pub fn delivered(&self) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.ok).collect()
+    }
+
+    pub fn delivered_count(&self) -> usize {
+        self.state.lock().seen.iter().filter(|s| s.ok).count()
+    }
+
+    /// Start a task that removes one message from the shared mailbox every `every`.
+    pub fn start_drain(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let mailbox = self.mailbox.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let _ = mailbox
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        })
+    }
+
+    /// Wait (bounded) until `cond` holds over the receiver's state; re-checked on every
+    /// delivery and at least every 20 ms (for conditions on time).
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&TestReceiver) -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.notify.notified();
+            if cond(self) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, async {
+                tokio::select! { _ = notified => {}, _ = tokio::time::sleep(Duration::from_millis(20)) => {} }
+            })
+            .await
+            .is_err()
+            {
+                panic!("timed out after {timeout:?} waiting for: {what} (delivered {})", self.delivered_count());
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Delivery for TestReceiver {
+    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError> {
+        {
+            let mut st = self.state.lock();
+            let n = st.in_flight.entry(msg.id).or_default();
+            *n += 1;
+            if *n > 1 {
+                self.concurrent_same_id.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Give other chains a chance to run concurrently.
+        tokio::task::yield_now().await;
+        let answer = {
+            let mut st = self.state.lock();
+            let scripted = st.script.get_mut(&msg.receiver).and_then(|q| q.pop_front());
+            scripted
+                .or_else(|| st.always.get(&msg.receiver).cloned())
+                .unwrap_or(Answer::Ok)
+        };
+        let answer = if answer == Answer::Ok {
+            let cap = self.capacity.load(Ordering::Relaxed);
+            if cap > 0
+                && self
+                    .mailbox
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n < cap).then_some(n + 1)
+                    })
+                    .is_err()
+            {
+                Answer::Capacity(1)
+            } else {
+                Answer::Ok
+            }
+        } else {
+            answer
+        };
+        let result = match answer {
+            Answer::Ok => Ok(()),
+            Answer::Capacity(ms) => Err(DeliveryError::Capacity { retry_after_ms: ms }),
+            Answer::Transient(e) => Err(DeliveryError::Transient(e.into())),
+            Answer::Permanent(e) => Err(DeliveryError::Permanent(e.into())),
+        };
+        {
+            let mut st = self.state.lock();
+            if let Some(n) = st.in_flight.get_mut(&msg.id) {
+                *n -= 1;
+            }
+            st.seen.push(Seen {
+                id: msg.id,
+                receiver: msg.receiver.clone(),
+                payload: msg.payload.clone(),
+                ok: result.is_ok(),
+                at: std::time::Instant::now(),
+            });
+        }
+        self.notify.notify_waiters();
+        result
+    }
+}
+
+/// Poll an async condition (DB state) until it holds, bounded by `timeout`.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

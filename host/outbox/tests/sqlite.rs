@@ -1,0 +1,30 @@
+//! Every outbox semantic against a real SQLite file in a temp dir.
+mod common;
+use common::{Store, bodies};
+
+macro_rules! on_sqlite { ($($name:ident),* $(,)?) => { $(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn $name() { bodies::$name(Store::sqlite()).await }
+)* } }
+
+on_sqlite!(
+    relay_delivers_every_stored_message_once_in_order_per_receiver,
+    later_message_never_overtakes_an_earlier_one_backing_off,
+    capacity_halves_the_limit_and_backs_off_at_least_retry_after,
+    transient_failure_backs_off_without_moving_the_limit,
+    permanent_failure_is_dead_lettered_at_once,
+    max_attempts_dead_letters_and_unblocks_the_receiver,
+    append_stores_a_repeated_key_once,
+    overwrite_replaces_pending_and_never_with_an_older_sequence,
+    expired_messages_are_dead_lettered_never_delivered,
+    dlq_lists_replays_and_purges,
+    dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay,
+    dead_relays_claims_reappear_after_the_lease,
+    restart_keeps_delivery_count_and_send_at,
+    aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up,
+    retry_budget_defers_retries_beyond_the_budget,
+    stats_report_depth_and_oldest_age_per_partition,
+    compaction_deletes_only_acked_rows_past_retention,
+    a_delayed_low_id_message_is_not_starved_by_full_batches,
+    fifo_holds_under_backoff_while_batches_stay_full,
+);
