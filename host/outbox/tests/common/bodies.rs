@@ -447,7 +447,8 @@ pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
         .await;
     let rx = TestReceiver::new();
     outbox.store(msg("W/1", "x")).await.unwrap();
-    // A relay claims the row and dies without settling.
+    // A relay claims the row and dies without settling. The lease runs from `now`.
+    let t0 = std::time::Instant::now();
     let now = sluice_outbox::now_ms();
     let claimed = outbox.channel().claim(0, 10, now, 300, 0).await.unwrap();
     assert_eq!(claimed.len(), 1);
@@ -460,13 +461,12 @@ pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
             .is_empty(),
         "leased"
     );
-    let t0 = std::time::Instant::now();
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     rx.wait_for("delivered after lease", T, |r| r.delivered_count() == 1)
         .await;
     relay.shutdown().await;
     assert!(
-        t0.elapsed() >= Duration::from_millis(250),
+        rx.seen()[0].at - t0 >= Duration::from_millis(295),
         "delivered before the lease ended"
     );
 }
