@@ -6,11 +6,10 @@ export GOTOOLCHAIN=go1.27.3
 
 echo "== toolchains"
 rustup target add wasm32-wasip2 >/dev/null
-[ -x scripts/guest-toolchains.sh ] && bash scripts/guest-toolchains.sh
-if [ -f scripts/postgres.sh ]; then
-  # shellcheck disable=SC1091
-  source scripts/postgres.sh
-fi
+bash scripts/guest-toolchains.sh
+# A real Postgres on loopback for the outbox's Postgres tests (installs it if missing).
+eval "$(bash scripts/postgres.sh)"
+trap 'bash scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 
 echo "== lint"
 cargo fmt --all -- --check

@@ -34,6 +34,9 @@ pub fn router(host: Host, token: Option<String>) -> Router {
     Router::new()
         .route("/admin/deploy", post(deploy))
         .route("/admin/status", get(status))
+        .route("/admin/dlq", get(dlq_list))
+        .route("/admin/dlq/replay", post(dlq_replay))
+        .route("/admin/dlq/purge", post(dlq_purge))
         .layer(DefaultBodyLimit::max(256 << 20))
         .with_state(Arc::new(AdminState { host, token }))
 }
@@ -110,4 +113,85 @@ async fn status(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Res
         json!({"actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns()}),
     )
     .into_response()
+}
+
+/// Which dead letters a replay or purge applies to: one `id`, one `receiver`, or `all`.
+#[derive(Serialize, Deserialize, Default)]
+pub struct DlqRequest {
+    /// One message.
+    pub id: Option<i64>,
+    /// Every dead letter of one receiver.
+    pub receiver: Option<String>,
+    /// Every dead letter.
+    #[serde(default)]
+    pub all: bool,
+}
+
+impl DlqRequest {
+    fn selector(&self) -> Option<sluice_runtime::outbox::DlqSelector> {
+        use sluice_runtime::outbox::DlqSelector;
+        match (self.id, &self.receiver, self.all) {
+            (Some(id), None, false) => Some(DlqSelector::Id(id)),
+            (None, Some(r), false) => Some(DlqSelector::Receiver(r.clone())),
+            (None, None, true) => Some(DlqSelector::All),
+            _ => None,
+        }
+    }
+}
+
+fn no_outbox() -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"code": "unavailable", "message": "UNAVAILABLE: this host has no outbox"}))).into_response()
+}
+
+fn outbox_failed(e: impl std::fmt::Display) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"code": "unavailable", "message": format!("UNAVAILABLE: outbox: {e}")}))).into_response()
+}
+
+#[derive(Deserialize)]
+struct DlqQuery {
+    receiver: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn dlq_list(State(state): State<Arc<AdminState>>, headers: HeaderMap, axum::extract::Query(q): axum::extract::Query<DlqQuery>) -> Response {
+    if !authorized(&state, &headers) {
+        return unauthorized();
+    }
+    let Some(ob) = state.host.outbox() else { return no_outbox() };
+    match ob.dlq_list(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000)).await {
+        Ok(items) => {
+            let items: Vec<_> = items
+                .into_iter()
+                .map(|d| json!({"id": d.id, "receiver": d.receiver, "msg_type": d.msg_type, "attempts": d.attempts,
+                    "reason": d.reason, "last_error": d.last_error, "age_ms": d.age_ms}))
+                .collect();
+            axum::Json(json!({"dead_letters": items})).into_response()
+        }
+        Err(e) => outbox_failed(e),
+    }
+}
+
+async fn dlq_op(state: Arc<AdminState>, headers: HeaderMap, body: axum::body::Bytes, replay: bool) -> Response {
+    if !authorized(&state, &headers) {
+        return unauthorized();
+    }
+    let Some(ob) = state.host.outbox() else { return no_outbox() };
+    let sel = serde_json::from_slice::<DlqRequest>(&body).ok().and_then(|r| r.selector());
+    let Some(sel) = sel else {
+        return (StatusCode::BAD_REQUEST, axum::Json(json!({"code": "invalid-argument",
+            "message": "INVALID_ARGUMENT: give exactly one of {\"id\": N}, {\"receiver\": \"Type/key\"}, {\"all\": true}"}))).into_response();
+    };
+    let r = if replay { ob.dlq_replay(sel).await } else { ob.dlq_purge(sel).await };
+    match r {
+        Ok(n) => axum::Json(json!({ if replay { "replayed" } else { "purged" }: n })).into_response(),
+        Err(e) => outbox_failed(e),
+    }
+}
+
+async fn dlq_replay(State(state): State<Arc<AdminState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    dlq_op(state, headers, body, true).await
+}
+
+async fn dlq_purge(State(state): State<Arc<AdminState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    dlq_op(state, headers, body, false).await
 }

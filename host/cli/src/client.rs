@@ -111,3 +111,29 @@ pub async fn status(base: &str, token: Option<&str>) -> anyhow::Result<String> {
     }
     Ok(text)
 }
+
+/// `sluice dlq`: `op` is `list`, `replay` or `purge`; `body` selects for replay/purge.
+pub async fn dlq(base: &str, token: Option<&str>, op: &str, receiver: Option<&str>, body: &crate::admin::DlqRequest) -> anyhow::Result<String> {
+    let base = base.trim_end_matches('/');
+    let mut req = match op {
+        "list" => {
+            let mut r = client().get(format!("{base}/admin/dlq"));
+            if let Some(rcv) = receiver {
+                r = r.query(&[("receiver", rcv)]);
+            }
+            r
+        }
+        "replay" | "purge" => client().post(format!("{base}/admin/dlq/{op}")).json(body),
+        other => bail!("unknown dlq operation {other:?} (list, replay, purge)"),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.context("admin API unreachable")?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        bail!("dlq {op} failed ({status}): {text}");
+    }
+    Ok(text)
+}

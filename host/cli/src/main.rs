@@ -34,6 +34,10 @@ enum Cmd {
         /// Bearer token for the admin API.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         admin_token: Option<String>,
+        /// The outbox database: `postgres://…` or `sqlite://PATH`. Default: SQLite in
+        /// APP_DIR/.sluice/outbox.db.
+        #[arg(long, env = "SLUICE_DATABASE_URL")]
+        database_url: Option<String>,
     },
     /// Load new or replaced modules into a running host without restarting it.
     Deploy {
@@ -50,6 +54,26 @@ enum Cmd {
     Call(CallArgs),
     /// Tell an actor (fire and forget).
     Tell(CallArgs),
+    /// Dead letters of a running host's outbox: list, replay or purge.
+    Dlq {
+        /// `list`, `replay` or `purge`.
+        op: String,
+        /// Only this receiver (`Type/key`).
+        #[arg(long)]
+        receiver: Option<String>,
+        /// Only this message id (replay/purge).
+        #[arg(long)]
+        id: Option<i64>,
+        /// Every dead letter (replay/purge).
+        #[arg(long)]
+        all: bool,
+        /// The host's admin API.
+        #[arg(long, default_value = "http://127.0.0.1:7401")]
+        host: String,
+        /// Bearer token for the admin API.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
+        token: Option<String>,
+    },
     /// Show actor types, activations and queues of a running host.
     Status {
         /// The host's admin API.
@@ -168,7 +192,7 @@ async fn run(
     tokio::select! {
         r = ingress => r?,
         r = admin => r?,
-        _ = tokio::signal::ctrl_c() => { host.shutdown(); }
+        _ = tokio::signal::ctrl_c() => { host.stop().await; }
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The host: engine, registry and the tell/ask paths shared by the Rust API and guest imports.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -15,6 +15,7 @@ use crate::config::{AppConfig, ChildSpec, HostConfig};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
 use crate::error::{ActorError, LoadError, TellReceipt};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
+use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
 use crate::state::StoreState;
 
 /// How a call is made: its deadline, on whose behalf, from whom.
@@ -41,6 +42,9 @@ pub(crate) struct HostInner {
     /// Turns running now, host-wide. Relaxed: a gauge read by admission, not a lock.
     pub inflight: AtomicU64,
     system: Arc<str>,
+    /// The durable outbox, once attached (`sluice run` always attaches one).
+    outbox: OnceLock<Arc<sluice_outbox::Outbox>>,
+    relay: parking_lot::Mutex<Option<sluice_outbox::RelayHandle>>,
     _ticker: EpochTicker,
 }
 
@@ -51,6 +55,53 @@ impl HostInner {
 
     pub fn linker(&self) -> &Linker<StoreState> {
         &self.linker
+    }
+
+    pub fn outbox(&self) -> Option<&Arc<sluice_outbox::Outbox>> {
+        self.outbox.get()
+    }
+
+    /// Direct tell first; on any failure (or a drop by the strategy) store in the outbox.
+    pub async fn tell_reliable(self: &Arc<Self>, id: &ActorId, msg_type: String, payload: Vec<u8>, opts: CallOptions) -> Result<DeliveryPath, ActorError> {
+        let Some(outbox) = self.outbox.get() else {
+            return Err(ActorError::unavailable("the outbox is not enabled on this host"));
+        };
+        self.check_payload(payload.len())?;
+        let direct = match self.tell(id, msg_type.as_str(), payload.clone(), opts.clone()) {
+            Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => {
+                metrics::counter!("sluice_tell_reliable_total", "path" => "direct").increment(1);
+                return Ok(DeliveryPath::Direct);
+            }
+            Ok(TellReceipt::DroppedNewest) => ActorError::mailbox_full(1),
+            Err(e) => e,
+        };
+        tracing::debug!(actor = %id, error = %direct, "tell_reliable: direct delivery failed, storing in the outbox");
+        let mut m = sluice_outbox::NewMessage::new(id.to_string(), msg_type, payload);
+        if let Some(s) = &opts.sender {
+            m = m.with_sender(s.to_string());
+        }
+        if let Some(p) = opts.principal.as_deref().filter(|p| *p != "system") {
+            m.headers.insert("principal".into(), p.into());
+        }
+        match outbox.store(m).await {
+            Ok(_) => {
+                metrics::counter!("sluice_tell_reliable_total", "path" => "outbox").increment(1);
+                Ok(DeliveryPath::Outbox)
+            }
+            Err(e) => {
+                metrics::counter!("sluice_tell_reliable_total", "path" => "failed").increment(1);
+                Err(ActorError::unavailable(format!("tell_reliable: direct failed ({direct}), outbox also failed ({e})")))
+            }
+        }
+    }
+
+    /// Stores one message per target and makes one immediate attempt each (see the outbox).
+    pub async fn dispatch(self: &Arc<Self>, msgs: Vec<sluice_outbox::NewMessage>) -> Result<sluice_outbox::DispatchResult, ActorError> {
+        let Some(outbox) = self.outbox.get() else {
+            return Err(ActorError::unavailable("the outbox is not enabled on this host"));
+        };
+        let delivery = RuntimeDelivery { host: Arc::downgrade(self) };
+        outbox.dispatch(msgs, &delivery).await.map_err(outbox_error)
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -367,14 +418,23 @@ impl Host {
                 shutting_down: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
                 system: Arc::from("system"),
+                outbox: OnceLock::new(),
+                relay: parking_lot::Mutex::new(None),
                 _ticker: ticker,
             }),
         })
     }
 
     /// Starts a host for the app in `dir` and deploys every child of its config.
-    pub async fn from_app_dir(
+    pub async fn from_app_dir(dir: &Path, overrides: impl FnMut(&mut HostConfig)) -> anyhow::Result<(Self, AppConfig)> {
+        Self::from_app_dir_with(dir, None, overrides).await
+    }
+
+    /// As [`Host::from_app_dir`], with the outbox in `database_url` (`sqlite://PATH` or
+    /// `postgres://…`) when given.
+    pub async fn from_app_dir_with(
         dir: &Path,
+        database_url: Option<&str>,
         mut overrides: impl FnMut(&mut HostConfig),
     ) -> anyhow::Result<(Self, AppConfig)> {
         let app = AppConfig::load(dir)?;
@@ -384,9 +444,28 @@ impl Host {
         }
         overrides(&mut cfg);
         let host = Self::new(cfg)?;
+        let mut ocfg: sluice_outbox::OutboxConfig = match &app.outbox {
+            Some(t) => toml::Value::Table(t.clone()).try_into().map_err(|e| LoadError::Config(format!("[outbox]: {e}")))?,
+            None => sluice_outbox::OutboxConfig::default(),
+        };
+        if ocfg.actor_types.is_empty() {
+            // One limiter per configured actor type (bulkheads); the set is bounded by config.
+            ocfg.actor_types = app.supervisor.children.iter().map(|c| c.actor_type.clone()).collect();
+        }
+        let outbox = match database_url {
+            Some(url) if url.starts_with("postgres") => sluice_outbox::Outbox::open_postgres(url, ocfg).await?,
+            Some(url) => sluice_outbox::Outbox::open_sqlite(url.trim_start_matches("sqlite://"), ocfg).await?,
+            None => {
+                let d = dir.join(".sluice");
+                std::fs::create_dir_all(&d)?;
+                sluice_outbox::Outbox::open_sqlite(d.join("outbox.db"), ocfg).await?
+            }
+        };
+        // Deploy first so relayed messages find their actor types.
         for child in &app.supervisor.children {
             host.deploy_file(child.clone(), dir).await?;
         }
+        host.attach_outbox(outbox);
         Ok((host, app))
     }
 
@@ -415,6 +494,46 @@ impl Host {
                 source,
             })?;
         self.deploy(spec, bytes).await
+    }
+
+    /// Attaches a durable outbox and starts its relay, delivering into this host's actors.
+    /// A host has at most one outbox; a second call is ignored and returns the first.
+    pub fn attach_outbox(&self, outbox: sluice_outbox::Outbox) -> Arc<sluice_outbox::Outbox> {
+        let mut fresh = false;
+        let ob = self
+            .inner
+            .outbox
+            .get_or_init(|| {
+                fresh = true;
+                Arc::new(outbox)
+            })
+            .clone();
+        if fresh {
+            let delivery = Arc::new(RuntimeDelivery { host: Arc::downgrade(&self.inner) });
+            *self.inner.relay.lock() = Some(ob.start_relay(delivery));
+        }
+        ob
+    }
+
+    /// The attached outbox (DLQ list/replay/purge, stats).
+    pub fn outbox(&self) -> Option<&Arc<sluice_outbox::Outbox>> {
+        self.inner.outbox()
+    }
+
+    /// Direct tell first; on any failure the message is stored in the outbox.
+    /// An error only when both fail.
+    pub async fn tell_reliable(&self, to: &str, msg_type: &str, payload: impl Into<Vec<u8>>) -> Result<DeliveryPath, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.inner.tell_reliable(&id, msg_type.to_string(), payload.into(), CallOptions::default()).await
+    }
+
+    /// Stops the host and waits for the outbox relay to finish its current batch.
+    pub async fn stop(&self) {
+        self.shutdown();
+        let relay = self.inner.relay.lock().take();
+        if let Some(r) = relay {
+            r.shutdown().await;
+        }
     }
 
     /// Fire and forget from outside any actor.

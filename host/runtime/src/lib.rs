@@ -11,10 +11,13 @@ mod host;
 #[doc(hidden)]
 pub mod raw;
 mod registry;
+mod reliable;
 mod state;
 
 pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};
 pub use registry::ActorId;
+pub use reliable::DeliveryPath;
+pub use sluice_outbox as outbox;
 pub use sluice_flow::mailbox::MailboxStrategy;

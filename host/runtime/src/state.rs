@@ -275,24 +275,33 @@ impl host::Host for StoreState {
 }
 
 impl outbox::Host for StoreState {
-    async fn dispatch(
-        &mut self,
-        _req: wit::DispatchRequest,
-    ) -> WtResult<Result<wit::DispatchResult, wit::ActorError>> {
-        Ok(Err(to_wit(ActorError::unavailable(
-            "the outbox is not enabled on this host",
-        ))))
+    async fn dispatch(&mut self, req: wit::DispatchRequest) -> WtResult<Result<wit::DispatchResult, wit::ActorError>> {
+        let msgs = match crate::reliable::dispatch_messages(&req, &self.self_id, &self.turn.principal, self.host.config.max_payload_bytes) {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        let t0 = Instant::now();
+        let host = self.host.clone();
+        let r = host.dispatch(msgs).await;
+        self.turn.waited += t0.elapsed();
+        Ok(r.map(|d| wit::DispatchResult { accepted: d.accepted, rejected: d.rejected }).map_err(to_wit))
     }
 
-    async fn tell_reliable(
-        &mut self,
-        _to: String,
-        _msg_type: String,
-        _payload: Vec<u8>,
-    ) -> WtResult<Result<wit::DeliveryPath, wit::ActorError>> {
-        Ok(Err(to_wit(ActorError::unavailable(
-            "the outbox is not enabled on this host",
-        ))))
+    async fn tell_reliable(&mut self, to: String, msg_type: String, payload: Vec<u8>) -> WtResult<Result<wit::DeliveryPath, wit::ActorError>> {
+        let id = match ActorId::parse(&to) {
+            Ok(id) => id,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        let opts = self.inside_turn();
+        let t0 = Instant::now();
+        let host = self.host.clone();
+        let r = host.tell_reliable(&id, msg_type, payload, opts).await;
+        self.turn.waited += t0.elapsed();
+        Ok(r.map(|p| match p {
+            crate::reliable::DeliveryPath::Direct => wit::DeliveryPath::Direct,
+            crate::reliable::DeliveryPath::Outbox => wit::DeliveryPath::Outbox,
+        })
+        .map_err(to_wit))
     }
 }
 

@@ -1,0 +1,149 @@
+//! The runtime's side of the durable outbox: how the relay delivers into mailboxes, and the
+//! guest imports `outbox.dispatch` / `outbox.tell-reliable`.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sluice_outbox::{Conflict, Delivery, DeliveryError, NewMessage, OutboxMessage};
+
+use crate::bindings::wit;
+use crate::error::{ActorError, ErrorCode, TellReceipt};
+use crate::host::{CallOptions, HostInner};
+use crate::registry::ActorId;
+
+/// How `tell_reliable` delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryPath {
+    /// Straight into the receiver's mailbox.
+    Direct,
+    /// Stored in the outbox; the relay delivers it.
+    Outbox,
+}
+
+/// Delivers stored messages into actor mailboxes for the relay.
+///
+/// `cast` (the default) is delivered once it is in the receiver's mailbox; `call` only once
+/// the receiver's handler returned success, so a handler error is retried and, after
+/// `max_attempts`, dead-lettered (a poison message).
+pub(crate) struct RuntimeDelivery {
+    pub host: Weak<HostInner>,
+}
+
+fn classify(e: ActorError) -> DeliveryError {
+    if let Some(ms) = e.retry_after_ms.filter(|_| e.code == ErrorCode::ResourceExhausted) {
+        return DeliveryError::Capacity { retry_after_ms: ms };
+    }
+    match e.code {
+        // The host can never deliver these: an unknown type or a malformed id.
+        ErrorCode::NotFound | ErrorCode::InvalidArgument if e.retry_after_ms.is_none() => {
+            DeliveryError::Permanent(e.to_string())
+        }
+        _ => DeliveryError::Transient(e.to_string()),
+    }
+}
+
+#[async_trait]
+impl Delivery for RuntimeDelivery {
+    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError> {
+        let Some(host) = self.host.upgrade() else {
+            return Err(DeliveryError::Transient("host shut down".into()));
+        };
+        let to = ActorId::parse(&msg.receiver).map_err(|e| DeliveryError::Permanent(e.to_string()))?;
+        // Relayed deliveries are internal: admission caps never refuse them.
+        let opts = CallOptions {
+            deadline: None,
+            principal: principal_of(&msg.headers).map(Arc::from),
+            sender: ActorId::parse(&msg.sender).ok(),
+            internal: true,
+        };
+        if msg.mode == "call" {
+            let mut opts = opts;
+            opts.deadline = Some(Instant::now() + host.config.call_timeout().unwrap_or(Duration::from_secs(30)));
+            return host.ask(&to, msg.msg_type.clone(), msg.payload.clone(), opts).await.map(drop).map_err(classify);
+        }
+        match host.tell(&to, msg.msg_type.clone(), msg.payload.clone(), opts) {
+            Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
+            // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
+            Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::Capacity { retry_after_ms: 1 }),
+            Err(e) => Err(classify(e)),
+        }
+    }
+}
+
+fn principal_of(headers: &str) -> Option<String> {
+    if headers.len() < 3 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(headers).ok()?;
+    v.get("principal")?.as_str().map(str::to_string)
+}
+
+/// Builds the stored messages of a guest's dispatch request.
+pub(crate) fn dispatch_messages(
+    req: &wit::DispatchRequest,
+    sender: &ActorId,
+    principal: &str,
+    max_payload: usize,
+) -> Result<Vec<NewMessage>, ActorError> {
+    if req.payload.len() > max_payload {
+        return Err(ActorError::invalid_argument(format!(
+            "payload of {} bytes exceeds max_payload_bytes={max_payload}",
+            req.payload.len()
+        )));
+    }
+    let (tenant, namespace) = scope_of(&req.context)?;
+    let msg_type = if req.msg_type.is_empty() { "dispatch" } else { req.msg_type.as_str() };
+    let conflict = match req.conflict {
+        wit::Conflict::Append => Conflict::Append,
+        wit::Conflict::Overwrite => Conflict::Overwrite,
+    };
+    let mode = match req.mode {
+        wit::DispatchMode::Cast => "cast",
+        wit::DispatchMode::Call => "call",
+    };
+    let mut out = Vec::with_capacity(req.targets.len());
+    for t in &req.targets {
+        ActorId::parse(t)?;
+        let mut m = NewMessage::new(t.clone(), msg_type, req.payload.clone())
+            .with_sender(sender.to_string())
+            .with_scope(tenant.clone(), namespace.clone())
+            .with_mode(mode);
+        if principal != "system" {
+            m.headers.insert("principal".into(), principal.into());
+        }
+        if !req.idempotency_key.is_empty() {
+            m = m.with_key(req.idempotency_key.clone(), conflict);
+        }
+        if let Some(seq) = req.sequence_number {
+            m = m.with_sequence(i64::try_from(seq).map_err(|_| ActorError::invalid_argument("sequence-number too large"))?);
+        }
+        if let Some(ttl) = req.ttl_ms {
+            if ttl == 0 {
+                return Err(ActorError::invalid_argument("ttl-ms must be positive"));
+            }
+            m = m.with_ttl_ms(ttl);
+        }
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// `{"tenant": .., "namespace": ..}` → scope; empty context = defaults.
+fn scope_of(context: &str) -> Result<(String, String), ActorError> {
+    if context.trim().is_empty() {
+        return Ok(("default".into(), "default".into()));
+    }
+    let v: serde_json::Value = serde_json::from_str(context)
+        .map_err(|e| ActorError::invalid_argument(format!("dispatch context is not JSON: {e}")))?;
+    let get = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|s| !s.is_empty()).unwrap_or("default").to_string();
+    Ok((get("tenant"), get("namespace")))
+}
+
+/// An outbox failure as the guest sees it.
+pub(crate) fn outbox_error(e: sluice_outbox::Error) -> ActorError {
+    match e {
+        sluice_outbox::Error::InvalidArgument(m) => ActorError::invalid_argument(m),
+        other => ActorError::unavailable(format!("outbox: {other}")),
+    }
+}
