@@ -4,6 +4,7 @@
 //! runtime, the outbox and the bus can share them and tests can drive them exactly.
 #![warn(missing_docs)]
 
+pub mod deadline;
 pub mod drr;
 pub mod mailbox;
 pub mod ratelimit;
