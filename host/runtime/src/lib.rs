@@ -3,7 +3,9 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod admission;
 mod bindings;
+mod call;
 pub mod config;
 mod engine;
 pub mod error;
@@ -13,6 +15,7 @@ pub mod raw;
 mod registry;
 mod state;
 
+pub use call::Call;
 pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};
