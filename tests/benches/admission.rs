@@ -64,7 +64,7 @@ async fn refusal_latency(host: &Host, fill: &ActorId, probe: &ActorId, depth: us
         debug_assert!(r.is_err());
         std::hint::black_box(r).ok();
     }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - a0 - 1; // the latency vector itself
+    let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
     println!(
         "refusal ({:?} scope, depth {} limit {}): p50 {:?} p99 {:?} over {n} refusals, {allocs} allocations",
         o.scope,

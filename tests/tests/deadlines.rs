@@ -432,6 +432,7 @@ async fn host_wide_cap_refuses_arrivals_but_never_timers_or_calls_from_turns() {
     host.tell("Slow/1", "sleep", "1200").unwrap();
     host.tell("Slow/2", "sleep", "1200").unwrap();
     host.tell("Slow/1", "sleep", "1").unwrap();
+    assert_eq!(host.admission_depth(), 3);
     let e = host.tell("Echo/x", "record", "refused").unwrap_err();
     let o = e.overload.expect("an overload refusal");
     assert_eq!(

@@ -43,6 +43,9 @@ pub(crate) struct Message {
 
 impl Message {
     fn answer(self, r: Result<Vec<u8>, ActorError>) {
+        // Release the admission slot before the caller can observe the reply, so a caller
+        // that got its answer never finds its own finished turn still counted.
+        drop(self.permit);
         if let Some(reply) = self.reply {
             // The caller may have given up (timeout); that is not an error here.
             let _ = reply.tx.send(r);

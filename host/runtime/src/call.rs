@@ -47,6 +47,14 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Queued + running turns host-wide, as the `max_inflight_turns` cap counts them (always
+    /// 0 when that cap is off: the count is not kept then).
+    pub fn admission_depth(&self) -> u64 {
+        self.inner().admission.host_depth()
+    }
+}
+
 impl Call<'_> {
     /// This call's budget in milliseconds from now, in place of `call_timeout_ms`. Must be a
     /// positive finite number; otherwise the call fails `INVALID_ARGUMENT` without sending.
