@@ -4,7 +4,7 @@
 //! status of their code: 429 resource-exhausted/overloaded, 404, 400, 503, 504, 500.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -52,7 +52,11 @@ pub fn error_json(e: &ActorError) -> serde_json::Value {
         "message": e.to_string(),
         "retry_after_ms": e.retry_after_ms,
         "skipped": e.skipped,
-        "kind": if e.code == sluice_runtime::ErrorCode::DeadlineExceeded { Some("call-timeout") } else { None },
+        "kind": match e.code {
+            sluice_runtime::ErrorCode::DeadlineExceeded => Some("call-timeout"),
+            sluice_runtime::ErrorCode::Overloaded => Some("overloaded"),
+            _ => None,
+        },
         "scope": scope,
         "depth": depth,
         "limit": limit,
@@ -75,15 +79,8 @@ fn error_response(e: &ActorError) -> Response {
 /// Reads the deadline header: a positive finite number of milliseconds, re-anchored on this
 /// host's clock. Anything else is ignored and the host default applies.
 pub fn deadline_from(headers: &HeaderMap) -> Option<Instant> {
-    let v = headers
-        .get(DEADLINE_HEADER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<f64>()
-        .ok()?;
-    (v.is_finite() && v > 0.0 && v < 1e12)
-        .then(|| Instant::now() + Duration::from_micros((v * 1000.0) as u64))
+    let text = headers.get(DEADLINE_HEADER)?.to_str().ok()?;
+    sluice_flow::deadline::budget_from_header(text).map(|b| Instant::now() + b)
 }
 
 fn options(headers: &HeaderMap) -> CallOptions {

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod deadline;
 pub mod drr;
 pub mod limiter;
 pub mod mailbox;

@@ -14,8 +14,9 @@ use sluice_flow::mailbox::{Mailbox, MailboxStrategy, Offer, ewma_micros, retry_a
 use tokio::sync::{Notify, oneshot};
 use wasmtime::{Store, UpdateDeadline};
 
+use crate::admission::HostPermit;
 use crate::bindings::{ActorWorld, wit};
-use crate::error::{ActorError, TellReceipt};
+use crate::error::{ActorError, OverloadScope, TellReceipt};
 use crate::host::HostInner;
 use crate::registry::{ActorId, ActorType, ModuleVersion};
 use crate::state::{StoreState, Turn, from_wit};
@@ -35,10 +36,16 @@ pub(crate) struct Message {
     pub deadline: Option<Instant>,
     pub enqueued: Instant,
     pub reply: Option<Reply>,
+    /// The message's slot in the host-wide admission depth (when that cap is on); released
+    /// when the message is dropped — after its turn, a skip, a displacement or a stop.
+    pub permit: Option<HostPermit>,
 }
 
 impl Message {
     fn answer(self, r: Result<Vec<u8>, ActorError>) {
+        // Release the admission slot before the caller can observe the reply, so a caller
+        // that got its answer never finds its own finished turn still counted.
+        drop(self.permit);
         if let Some(reply) = self.reply {
             // The caller may have given up (timeout); that is not an error here.
             let _ = reply.tx.send(r);
@@ -58,6 +65,9 @@ pub(crate) enum InboxState {
 pub(crate) struct Inbox {
     pub mb: Mailbox<Message>,
     pub state: InboxState,
+    /// The actor's task holds a popped message (its turn is running or about to). Set by
+    /// every `pop`, so admission's actor depth `mb.len() + running` is read under one lock.
+    pub running: bool,
 }
 
 /// What the rest of the host holds of an activation.
@@ -96,6 +106,7 @@ impl ActorCell {
             inbox: Mutex::new(Inbox {
                 mb: Mailbox::new(capacity, strategy),
                 state: InboxState::Open,
+                running: false,
             }),
             notify: Notify::new(),
             mean_turn_us: AtomicU64::new(0),
@@ -108,7 +119,14 @@ impl ActorCell {
     /// Offers the message `make` builds. The message is only built once it will be queued
     /// (or displace another), so a refusal by a full `error` or `drop_newest` mailbox
     /// allocates nothing. `make` is called at most once.
-    pub fn offer(&self, make: &mut dyn FnMut() -> Message) -> Result<TellReceipt, OfferError> {
+    ///
+    /// `cap` is the admission cap for this offer (0 = none; always 0 for calls from inside a
+    /// chain): the offer is refused `OVERLOADED` when queued + running already reach it.
+    pub fn offer(
+        &self,
+        make: &mut dyn FnMut() -> Message,
+        cap: u64,
+    ) -> Result<TellReceipt, OfferError> {
         let mut inbox = self.inbox.lock();
         match inbox.state {
             InboxState::Open => {}
@@ -116,6 +134,17 @@ impl ActorCell {
             InboxState::Stopped => {
                 return Err(OfferError::Refused(ActorError::unavailable(
                     "actor stopped by its supervisor (restart intensity exceeded)",
+                )));
+            }
+        }
+        if cap > 0 {
+            let depth = inbox.mb.len() as u64 + u64::from(inbox.running);
+            if depth >= cap {
+                drop(inbox);
+                return Err(OfferError::Refused(ActorError::overloaded(
+                    OverloadScope::Actor,
+                    depth,
+                    cap,
                 )));
             }
         }
@@ -163,7 +192,10 @@ impl ActorCell {
     }
 
     fn pop(&self) -> Option<Message> {
-        self.inbox.lock().mb.pop()
+        let mut inbox = self.inbox.lock();
+        let m = inbox.mb.pop();
+        inbox.running = m.is_some();
+        m
     }
 }
 

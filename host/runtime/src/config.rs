@@ -22,15 +22,20 @@ pub struct HostConfig {
     pub max_turn_ms: u64,
     /// An idle keyed actor is deactivated after this long; 0 = never. Default 5 minutes.
     pub idle_deactivate_ms: u64,
-    /// Default deadline stamped on external calls; 0 disables. Default 30 s.
+    /// Default deadline stamped on external calls and on turns an actor starts on its own
+    /// clock (timer deliveries); relayed down every call chain. 0 disables the default
+    /// (explicit per-call deadlines still apply). Default 30 s.
     pub call_timeout_ms: u64,
     /// Largest payload accepted by tell/ask/dispatch/publish. Default 5 MiB.
     pub max_payload_bytes: usize,
     /// Pending `schedule` timers per actor. Default 1024.
     pub max_timers_per_actor: usize,
-    /// Admission cap per actor unless its child sets `max_queued`; 0 = unlimited.
+    /// Admission cap per actor unless its child sets `max_queued`: an arrival is refused
+    /// `OVERLOADED` (scope `actor`) when the actor's queued + running turns reach it.
+    /// 0 = unlimited (default). Size it ≈ `call_timeout_ms / p50 turn ms`.
     pub max_queued_per_actor: u64,
-    /// Admission cap on turns in flight host-wide; 0 = unlimited.
+    /// Admission cap on turns host-wide, queued + running across every actor: an arrival is
+    /// refused `OVERLOADED` (scope `host`) at it. 0 = unlimited (default).
     pub max_inflight_turns: u64,
     /// Where compiled components are cached. Default: none (compile in memory every start).
     pub cache_dir: Option<PathBuf>,
@@ -176,6 +181,12 @@ impl ChildSpec {
     pub fn restarts(mut self, max: u32, window: Duration) -> Self {
         self.max_restarts = max;
         self.restart_window_ms = window.as_millis() as u64;
+        self
+    }
+
+    /// Sets this type's admission cap (queued + running per actor; 0 = unlimited).
+    pub fn max_queued(mut self, cap: u64) -> Self {
+        self.max_queued = Some(cap);
         self
     }
 

@@ -5,15 +5,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use sluice_flow::deadline;
 use tokio::sync::oneshot;
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::actor::{self, ActorCell, Message, OfferError, Reply};
+use crate::admission::Admission;
 use crate::bindings::{ActorWorld, ActorWorldPre};
 use crate::config::{AppConfig, ChildSpec, HostConfig};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
-use crate::error::{ActorError, LoadError, TellReceipt};
+use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
 use crate::state::StoreState;
@@ -41,6 +43,8 @@ pub(crate) struct HostInner {
     shutting_down: AtomicBool,
     /// Turns running now, host-wide. Relaxed: a gauge read by admission, not a lock.
     pub inflight: AtomicU64,
+    /// Admission caps (see `admission.rs`).
+    pub admission: Admission,
     system: Arc<str>,
     /// The durable outbox, once attached (`sluice run` always attaches one).
     outbox: OnceLock<Arc<sluice_outbox::Outbox>>,
@@ -108,14 +112,34 @@ impl HostInner {
         self.shutting_down.load(Ordering::Acquire)
     }
 
-    fn resolve_deadline(&self, opts: &CallOptions) -> Option<Instant> {
-        if opts.internal {
-            return opts.deadline;
+    /// The call's deadline: inherited inside a chain, else the caller's own or the default.
+    /// A deadline that has already passed fails the call before anything is queued.
+    fn resolve_deadline(
+        &self,
+        opts: &CallOptions,
+        to: &ActorId,
+    ) -> Result<Option<Instant>, ActorError> {
+        let now = Instant::now();
+        let d = deadline::resolve(
+            opts.deadline,
+            opts.internal,
+            now,
+            self.config.call_timeout(),
+        );
+        if deadline::expired(d, now) {
+            self.count_deadline_exceeded(to, true);
+            return Err(ActorError::deadline_exceeded(true));
         }
-        let default = self.config.call_timeout().map(|d| Instant::now() + d);
-        match (opts.deadline, default) {
-            (Some(a), _) => Some(a),
-            (None, d) => d,
+        Ok(d)
+    }
+
+    fn count_deadline_exceeded(&self, to: &ActorId, skipped: bool) {
+        if let Some(ty) = self.registry.get(to.actor_type()) {
+            if skipped {
+                ty.metrics.deadline_skipped.increment(1);
+            } else {
+                ty.metrics.deadline_running.increment(1);
+            }
         }
     }
 
@@ -130,10 +154,12 @@ impl HostInner {
     }
 
     /// Finds (or activates) the cell for `id` and offers the message `make` builds, looking
-    /// again when a concurrent deactivation closed the cell it found.
+    /// again when a concurrent deactivation closed the cell it found. An `arrival` (empty call
+    /// chain) passes the admission caps first; with every cap off that is one branch.
     fn deliver(
         self: &Arc<Self>,
         id: &ActorId,
+        arrival: bool,
         make: &mut dyn FnMut() -> Message,
     ) -> Result<TellReceipt, ActorError> {
         let Some(ty) = self.registry.get(id.actor_type()) else {
@@ -142,11 +168,32 @@ impl HostInner {
         if self.is_shutting_down() {
             return Err(ActorError::unavailable("host is shutting down"));
         }
+        let (cap, mut permit) = if self.admission.enabled() {
+            let cap = if arrival {
+                ty.max_queued.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            (cap, self.admission.admit_host(arrival)?)
+        } else {
+            (0, None)
+        };
+        // The permit moves into the message only if it is queued; a refusal drops it here.
+        let mut make = || {
+            let mut m = make();
+            m.permit = permit.take();
+            m
+        };
         loop {
             let cell = self.cell(&ty, id, false);
-            match cell.offer(make) {
+            match cell.offer(&mut make, cap) {
                 Ok(r) => return Ok(r),
-                Err(OfferError::Refused(e)) => return Err(e),
+                Err(OfferError::Refused(e)) => {
+                    if e.code == ErrorCode::Overloaded {
+                        self.admission.count_actor_refusal();
+                    }
+                    return Err(e);
+                }
                 Err(OfferError::Closed) => continue,
             }
         }
@@ -190,6 +237,7 @@ impl HostInner {
             deadline,
             enqueued: Instant::now(),
             reply: None,
+            permit: None,
         }
     }
 
@@ -212,9 +260,9 @@ impl HostInner {
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
         self.check_payload(payload.len())?;
-        let deadline = self.resolve_deadline(&opts);
+        let deadline = self.resolve_deadline(&opts, id)?;
         let mut parts = Some((msg_type, payload));
-        self.deliver(id, &mut || {
+        self.deliver(id, !opts.internal, &mut || {
             let (t, p) = parts.take().expect("a message is built at most once");
             self.message(t.into(), p, &opts, deadline)
         })
@@ -244,11 +292,11 @@ impl HostInner {
                 "an actor cannot ask itself: its turn would wait on itself",
             ));
         }
-        let deadline = self.resolve_deadline(&opts);
+        let deadline = self.resolve_deadline(&opts, id)?;
         let (tx, rx) = oneshot::channel();
         let started = Arc::new(AtomicBool::new(false));
         let mut parts = Some((msg_type, payload, tx));
-        let receipt = self.deliver(id, &mut || {
+        let receipt = self.deliver(id, !opts.internal, &mut || {
             let (t, p, tx) = parts.take().expect("a message is built at most once");
             let mut m = self.message(t, p, &opts, deadline);
             m.reply = Some(Reply {
@@ -270,9 +318,10 @@ impl HostInner {
             Some(d) => match tokio::time::timeout_at(d.into(), rx).await {
                 Ok(r) => r,
                 Err(_) => {
-                    return Err(ActorError::deadline_exceeded(
-                        !started.load(Ordering::Acquire),
-                    ));
+                    // Acquire pairs with the Release store when the turn starts.
+                    let skipped = !started.load(Ordering::Acquire);
+                    self.count_deadline_exceeded(id, skipped);
+                    return Err(ActorError::deadline_exceeded(skipped));
                 }
             },
             None => rx.await,
@@ -280,8 +329,10 @@ impl HostInner {
         replied.unwrap_or_else(|_| Err(ActorError::unavailable("the actor ended before replying")))
     }
 
-    /// Delivers `msg_type` to `id` itself after `delay`. Timer deliveries are internal: a full
-    /// mailbox re-arms them after the hint instead of losing them.
+    /// Delivers `msg_type` to `id` itself after `delay`. Timer deliveries are internal: never
+    /// refused by admission caps; a full mailbox re-arms them one tick later (the mailbox's
+    /// retry hint, at least 10 ms) instead of losing them. Each delivery is a turn on the
+    /// actor's own clock, so it gets the default deadline.
     pub fn schedule(
         self: &Arc<Self>,
         id: &ActorId,
@@ -320,7 +371,7 @@ impl HostInner {
                 // A turn started on the actor's own clock gets the default deadline.
                 let deadline = host.config.call_timeout().map(|d| Instant::now() + d);
                 let mut make = || host.message(msg_type.clone(), payload.clone(), &opts, deadline);
-                match host.deliver(&id, &mut make) {
+                match host.deliver(&id, false, &mut make) {
                     Err(e) if e.is_capacity() => {
                         tokio::time::sleep(Duration::from_millis(
                             e.retry_after_ms.unwrap_or(10).max(10),
@@ -364,6 +415,9 @@ impl HostInner {
             spec: spec.clone(),
         };
         let (ty, version) = self.registry.insert_or_replace(&name, module);
+        let cap = spec.max_queued.unwrap_or(self.config.max_queued_per_actor);
+        ty.max_queued.store(cap, Ordering::Relaxed);
+        self.admission.note_type_cap(cap);
         // A stopped actor gets a fresh start with new code.
         ty.cells
             .lock()
@@ -408,6 +462,7 @@ impl Host {
         ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         let cache = ComponentCache::new(engine.clone(), config.cache_dir.clone());
         let ticker = EpochTicker::start(engine.clone());
+        let admission = Admission::new(&config);
         Ok(Self {
             inner: Arc::new(HostInner {
                 config,
@@ -417,6 +472,7 @@ impl Host {
                 registry: Registry::default(),
                 shutting_down: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
+                admission,
                 system: Arc::from("system"),
                 outbox: OnceLock::new(),
                 relay: parking_lot::Mutex::new(None),
@@ -563,6 +619,7 @@ impl Host {
     }
 
     /// Request/reply from outside any actor, with its own timeout (which is the deadline).
+    /// A zero timeout is `INVALID_ARGUMENT`, refused before sending.
     pub async fn ask(
         &self,
         to: &str,
@@ -570,6 +627,11 @@ impl Host {
         payload: impl Into<Vec<u8>>,
         timeout: Duration,
     ) -> Result<Vec<u8>, ActorError> {
+        if timeout.is_zero() {
+            return Err(ActorError::invalid_argument(
+                "ask timeout must be a positive duration",
+            ));
+        }
         let opts = CallOptions {
             deadline: Some(Instant::now() + timeout),
             ..Default::default()

@@ -3,7 +3,9 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod admission;
 mod bindings;
+mod call;
 pub mod config;
 mod engine;
 pub mod error;
@@ -14,6 +16,7 @@ mod registry;
 mod reliable;
 mod state;
 
+pub use call::Call;
 pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};

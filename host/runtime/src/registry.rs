@@ -107,6 +107,10 @@ pub(crate) struct ActorType {
     pub cells: Mutex<HashMap<Arc<str>, Arc<ActorCell>>>,
     pub metrics: TypeMetrics,
     next_version: AtomicU64,
+    /// Admission cap on each activation's queued + running turns for arrivals; 0 = none.
+    /// Set by every deploy (`max_queued`, else the host's `max_queued_per_actor`). Relaxed:
+    /// a plain value read by the call path, publishing nothing else.
+    pub max_queued: AtomicU64,
 }
 
 impl ActorType {
@@ -117,6 +121,7 @@ impl ActorType {
             module: RwLock::new(Arc::new(module)),
             cells: Mutex::new(HashMap::new()),
             metrics: TypeMetrics::new(name),
+            max_queued: AtomicU64::new(0),
         }
     }
 
@@ -143,6 +148,9 @@ pub(crate) struct TypeMetrics {
     pub turns_ok: metrics::Counter,
     pub turns_err: metrics::Counter,
     pub turns_skipped: metrics::Counter,
+    /// Calls to this type that failed `DEADLINE_EXCEEDED`, by whether the turn never ran.
+    pub deadline_skipped: metrics::Counter,
+    pub deadline_running: metrics::Counter,
     pub turn_seconds: metrics::Histogram,
     pub queue_seconds: metrics::Histogram,
     pub traps: metrics::Counter,
@@ -162,6 +170,8 @@ impl TypeMetrics {
             turns_ok: metrics::counter!("sluice_turns_total", "actor_type" => t.clone(), "outcome" => "ok"),
             turns_err: metrics::counter!("sluice_turns_total", "actor_type" => t.clone(), "outcome" => "error"),
             turns_skipped: metrics::counter!("sluice_turns_skipped_total", "actor_type" => t.clone()),
+            deadline_skipped: metrics::counter!("sluice_deadline_exceeded_total", "actor_type" => t.clone(), "skipped" => "true"),
+            deadline_running: metrics::counter!("sluice_deadline_exceeded_total", "actor_type" => t.clone(), "skipped" => "false"),
             turn_seconds: metrics::histogram!("sluice_turn_seconds", "actor_type" => t.clone()),
             queue_seconds: metrics::histogram!("sluice_queue_seconds", "actor_type" => t.clone()),
             traps: metrics::counter!("sluice_actor_traps_total", "actor_type" => t.clone()),
