@@ -42,7 +42,10 @@ async fn sluice_build_makes_a_typescript_quickjs_guest_that_runs_on_the_host() {
     }
     assert!(run.status.success(), "sluice build failed:\n{stderr}");
     // Progress: each step announced and timed, then the summary; stdout is just the path.
-    assert!(stderr.contains("[typescript]") && stderr.contains("QuickJS"), "{stderr}");
+    assert!(
+        stderr.contains("[typescript]") && stderr.contains("QuickJS"),
+        "{stderr}"
+    );
     assert!(stderr.contains(" done in "), "{stderr}");
     assert!(stderr.contains("built "), "{stderr}");
     assert_eq!(

@@ -37,7 +37,8 @@ async fn drive(host: Host, me: &'static str, peer: &'static str, n: u64) -> u64 
         }
         asks += 1;
         if asks % 16 == 0 {
-            let req = json!({"to": peer, "msg_type": "echo", "payload": payload, "timeout_ms": 30_000});
+            let req =
+                json!({"to": peer, "msg_type": "echo", "payload": payload, "timeout_ms": 30_000});
             let r = host
                 .ask(me, "ask", req.to_string(), T)
                 .await
