@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=go1.27.3
+# The toolchains are installed below, so a missing one is a failure, never a skipped test
+# (tests/src/lib.rs `toolchains_required`, host/build tests).
+export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
 
 echo "== toolchains"
 rustup target add wasm32-wasip2 >/dev/null

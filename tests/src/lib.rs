@@ -77,3 +77,183 @@ pub fn json(bytes: &[u8]) -> serde_json::Value {
         )
     })
 }
+
+/// A guest language: every one builds the same TESTKIT actors (`guests/TESTKIT.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// `guests/rust` (wasm32-wasip2, wit-bindgen).
+    Rust,
+    /// `guests/go` (mainline Go, wasip1 c-shared + adapter).
+    Go,
+    /// `guests/python` (componentize-py).
+    Python,
+    /// `guests/typescript` (jco componentize, StarlingMonkey).
+    TypeScript,
+}
+
+impl Lang {
+    /// Every language, Rust first (the reference).
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Go, Lang::Python, Lang::TypeScript];
+
+    /// The folder under `guests/`.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Go => "go",
+            Lang::Python => "python",
+            Lang::TypeScript => "typescript",
+        }
+    }
+}
+
+/// True when a missing guest toolchain must fail the test rather than skip it (CI).
+pub fn toolchains_required() -> bool {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    set("CI") || set("SLUICE_REQUIRE_GUEST_TOOLCHAINS")
+}
+
+/// A content hash of everything a `lang` guest build reads: the language folder (SDK, testkit,
+/// vendored runtime, lock files; not `node_modules`, build outputs or caches) and `wit/`.
+fn source_hash(lang: Lang) -> String {
+    use sha2::{Digest, Sha256};
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.')
+                || matches!(name.as_ref(), "node_modules" | "target" | "__pycache__")
+            {
+                continue;
+            }
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root().join("guests").join(lang.dir()), &mut files);
+    walk(&root().join("wit"), &mut files);
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(
+            f.strip_prefix(root())
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        h.update([0]);
+        h.update(std::fs::read(&f).unwrap_or_default());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..12])
+}
+
+/// Builds TESTKIT guest `name` of `lang` with `sluice_build` (once per source hash: outputs are
+/// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run) and
+/// returns its path. `None` when the language's toolchain is missing and
+/// [`toolchains_required`] is false (the test then skips, saying so); under `CI=true` a missing
+/// toolchain panics with the install command.
+pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    if lang == Lang::Rust {
+        return Some(rust_guest(name));
+    }
+    static HASHES: Mutex<Option<HashMap<Lang, String>>> = Mutex::new(None);
+    // One build at a time per test binary: two cores, and the toolchains share caches.
+    static BUILD: Mutex<()> = Mutex::new(());
+    let hash = HASHES
+        .lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .entry(lang)
+        .or_insert_with(|| source_hash(lang))
+        .clone();
+    let dir = root()
+        .join("target/guest-cache")
+        .join(format!("{}-{hash}", lang.dir()));
+    let out = dir.join(format!("{name}.wasm"));
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    if out.exists() {
+        return Some(out);
+    }
+    std::fs::create_dir_all(&dir).expect("creating the guest cache");
+    // Build to a private name, then rename: concurrent test binaries never see half a file.
+    let tmp = dir.join(format!("{name}.{}.wasm", std::process::id()));
+    let src = root()
+        .join("guests")
+        .join(lang.dir())
+        .join("testkit")
+        .join(name);
+    let opts = sluice_build::BuildOptions {
+        output: Some(tmp.clone()),
+        repo_root: Some(root()),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    match sluice_build::build(&src, &opts) {
+        Ok(b) => {
+            eprintln!(
+                "built {lang:?} {name}: {:.1} MB in {:.1} s",
+                b.size as f64 / 1e6,
+                t0.elapsed().as_secs_f64()
+            );
+            std::fs::rename(&tmp, &out).expect("moving the built guest into the cache");
+            Some(out)
+        }
+        Err(e @ sluice_build::BuildError::MissingToolchain { .. }) => {
+            assert!(
+                !toolchains_required(),
+                "CI requires every guest toolchain: {e}"
+            );
+            eprintln!("SKIPPED: {lang:?} guest {name} not built: {e}");
+            None
+        }
+        Err(e) => panic!("building {lang:?} guest {name} failed: {e}"),
+    }
+}
+
+/// Starts a host and deploys `children` built in `lang`; `None` (skip) when the language's
+/// toolchain is missing outside CI.
+pub async fn poly_host(
+    cfg: HostConfig,
+    lang: Lang,
+    children: Vec<(ChildSpec, &str)>,
+) -> Option<Host> {
+    let host = Host::new(cfg).expect("host starts");
+    for (spec, name) in children {
+        let path = guest(lang, name)?;
+        let bytes = std::fs::read(&path).expect("guest readable");
+        let ty = spec.actor_type.clone();
+        if let Err(e) = host.deploy(spec, bytes).await {
+            panic!("{lang:?} guest {name} does not deploy as {ty}: {e}");
+        }
+    }
+    Some(host)
+}
+
+/// Declares one `#[tokio::test]` per language for `async fn $body(lang: Lang)`, in a module
+/// named after the behaviour: `full_mailbox_is_resource_exhausted::go`, `…::python`, ….
+#[macro_export]
+macro_rules! per_language {
+    ($($body:ident),* $(,)?) => {$(
+        mod $body {
+            use $crate::Lang;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rust() { super::$body(Lang::Rust).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn go() { super::$body(Lang::Go).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn python() { super::$body(Lang::Python).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn typescript() { super::$body(Lang::TypeScript).await }
+        }
+    )*};
+}

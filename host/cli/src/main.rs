@@ -83,6 +83,18 @@ enum Cmd {
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
     },
+    /// Build the Go, Python, TypeScript or Rust actor in DIR into a Sluice component.
+    Build {
+        /// The actor's folder (language detected from go.mod, *.py, package.json, Cargo.toml).
+        dir: PathBuf,
+        /// Where to write the component (default DIR/.sluice/actor.wasm).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// TypeScript only: embed QuickJS instead of StarlingMonkey (smaller, faster calls,
+        /// no TextEncoder).
+        #[arg(long)]
+        qjs: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -134,7 +146,37 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", client::status(&host, token.as_deref()).await?);
             Ok(())
         }
+        Cmd::Build { dir, output, qjs } => build(dir, output, qjs),
     }
+}
+
+/// Builds a guest, printing every step as it starts and ends, then the component's path.
+fn build(dir: PathBuf, output: Option<PathBuf>, qjs: bool) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    use sluice_build::{BuildOptions, JsBackend, Progress};
+
+    let opts = BuildOptions {
+        output,
+        js_backend: if qjs {
+            JsBackend::QuickJs
+        } else {
+            JsBackend::StarlingMonkey
+        },
+        progress: Some(Arc::new(|p: &Progress| eprintln!("{p}"))),
+        ..BuildOptions::default()
+    };
+    let out = sluice_build::build(&dir, &opts)
+        .with_context(|| format!("building the actor in {}", dir.display()))?;
+    eprintln!(
+        "[{}] built {} ({:.1} MB) in {:.1} s",
+        out.language,
+        out.component.display(),
+        out.size as f64 / 1e6,
+        out.elapsed.as_secs_f64()
+    );
+    println!("{}", out.component.display());
+    Ok(())
 }
 
 async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {

@@ -1,0 +1,145 @@
+//! Per-language guest benchmarks on the real host, with the Rust guest measured in the same run
+//! as the anchor: component size, build time, cold compile, cached load, activation
+//! (instantiate + init + first turn), turn throughput (tells), ask p50/p99, RSS per idle actor.
+//!
+//! `cargo bench -p sluice-tests --bench polyglot [-- --quick] [-- go python ...]`
+
+use std::time::{Duration, Instant};
+
+use sluice_runtime::{ActorId, ChildSpec, Host, HostConfig, MailboxStrategy};
+use sluice_tests::{Lang, guest, root, test_config};
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p) as usize]
+}
+
+fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const T: Duration = Duration::from_secs(60);
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let langs: Vec<Lang> = Lang::ALL
+        .into_iter()
+        .filter(|l| {
+            *l == Lang::Rust
+                || !args.iter().any(|a| Lang::ALL.iter().any(|x| x.dir() == a))
+                || args.iter().any(|a| a == l.dir())
+        })
+        .collect();
+    let n: usize = if quick { 5_000 } else { 50_000 };
+    let k: usize = if quick { 20 } else { 100 };
+    println!(
+        "| guest | size | build | cold compile | cached load | activation | tell throughput | ask p50 / p99 | RSS per idle actor |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for lang in langs {
+        // Build time: a fresh build into a scratch file (the cache is not consulted).
+        let build_time = if lang == Lang::Rust {
+            None
+        } else {
+            let out = root()
+                .join("target/guest-bench")
+                .join(format!("{}-echo.wasm", lang.dir()));
+            let t = Instant::now();
+            let opts = sluice_build::BuildOptions {
+                output: Some(out),
+                repo_root: Some(root()),
+                ..Default::default()
+            };
+            sluice_build::build(
+                &root().join("guests").join(lang.dir()).join("testkit/echo"),
+                &opts,
+            )?;
+            Some(t.elapsed())
+        };
+        let path = guest(lang, "echo").expect("toolchain present");
+        let bytes = std::fs::read(&path)?;
+        // Cold compile: no cache dir; cached load: a warm cache dir (second deploy).
+        let cold_host = Host::new(HostConfig {
+            cache_dir: None,
+            ..test_config()
+        })?;
+        let t = Instant::now();
+        cold_host
+            .deploy(ChildSpec::new("Echo", "echo.wasm"), bytes.clone())
+            .await?;
+        let cold = t.elapsed();
+        cold_host.shutdown();
+        let cfg = HostConfig {
+            max_activations: k + 16,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        };
+        let host = Host::new(cfg)?;
+        let spec = ChildSpec::new("Echo", "echo.wasm").mailbox(n + 10, MailboxStrategy::Error);
+        host.deploy(spec.clone(), bytes.clone()).await?; // fills the cache if needed
+        let t = Instant::now();
+        host.deploy(spec, bytes.clone()).await?;
+        let cached = t.elapsed();
+
+        let payload = vec![b'x'; 64];
+        host.ask("Echo/tp", "echo", payload.clone(), T)
+            .await
+            .unwrap();
+        let id = ActorId::parse("Echo/tp")?;
+        let t = Instant::now();
+        for _ in 0..n {
+            host.tell_to(&id, "echo", payload.clone()).unwrap();
+        }
+        host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
+            .await
+            .unwrap();
+        let rate = n as f64 / t.elapsed().as_secs_f64();
+        let mut lat = Vec::with_capacity(n / 5);
+        for _ in 0..n / 5 {
+            let t = Instant::now();
+            host.ask("Echo/tp", "echo", payload.clone(), T)
+                .await
+                .unwrap();
+            lat.push(t.elapsed());
+        }
+        // Activation and RSS: k fresh keys, each activated by one ask (warm ask time subtracted).
+        let warm = {
+            let t = Instant::now();
+            for _ in 0..k {
+                host.ask("Echo/tp", "echo", "", T).await.unwrap();
+            }
+            t.elapsed()
+        };
+        let rss0 = rss_kib();
+        let t = Instant::now();
+        for i in 0..k {
+            host.ask(&format!("Echo/a{i}"), "echo", "", T)
+                .await
+                .unwrap();
+        }
+        let act = t.elapsed().saturating_sub(warm) / k as u32;
+        let rss = rss_kib().saturating_sub(rss0) as f64 / k as f64;
+        host.shutdown();
+        println!(
+            "| {lang:?} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
+            bytes.len() as f64 / 1e6,
+            build_time.map_or("—".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
+            cold.as_secs_f64() * 1e3,
+            cached.as_secs_f64() * 1e3,
+            act.as_secs_f64() * 1e6,
+            rate,
+            pct(&mut lat, 0.5).as_secs_f64() * 1e6,
+            pct(&mut lat, 0.99).as_secs_f64() * 1e6,
+            rss
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,266 @@
+//! The TESTKIT contract on the real host, once per language: every behaviour below runs
+//! against the Rust, Go, Python and TypeScript builds of the same test actors
+//! (`guests/TESTKIT.md`), so each SDK's error mapping and each toolchain's trap behaviour is
+//! proven on wasmtime, not only under node. Test names read `behaviour::language`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
+use sluice_tests::{Lang, json, per_language, poly_host, test_config, wait_until};
+
+const T: Duration = Duration::from_secs(60);
+
+per_language!(
+    echo_contract_holds_on_the_real_host,
+    full_mailbox_reaches_guest_as_resource_exhausted,
+    ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found,
+    outbox_and_bus_reach_guest_as_unavailable_on_a_bare_host,
+    trap_restarts_the_instance_and_the_next_message_succeeds,
+    infinite_loop_is_interrupted_and_restarted,
+    memory_hog_gets_resource_exhausted_at_its_limit,
+);
+
+fn echo_spec() -> ChildSpec {
+    let mut init = toml::Table::new();
+    init.insert("greeting".into(), "hi".into());
+    ChildSpec::new("Echo", "echo.wasm").init(init)
+}
+
+/// Asks `Echo/1` to run an SDK call (`tell`, `ask`, …) and returns its JSON report.
+async fn via_guest(host: &sluice_runtime::Host, ty: &str, req: Value) -> Value {
+    json(
+        &host
+            .ask("Echo/1", ty, req.to_string(), T)
+            .await
+            .unwrap_or_else(|e| panic!("{ty} {req}: {e}")),
+    )
+}
+
+async fn echo_contract_holds_on_the_real_host(lang: Lang) {
+    let Some(host) = poly_host(test_config(), lang, vec![(echo_spec(), "echo")]).await else {
+        return;
+    };
+    // Byte for byte, including every byte value and the empty payload.
+    let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+    assert_eq!(
+        host.ask("Echo/1", "echo", bytes.clone(), T).await.unwrap(),
+        bytes
+    );
+    assert_eq!(host.ask("Echo/1", "echo", "", T).await.unwrap(), b"");
+    assert_eq!(host.ask("Echo/1", "anything", "x", T).await.unwrap(), b"x");
+    // init received the spec's config.
+    let cfg = json(&host.ask("Echo/1", "init_config", "", T).await.unwrap());
+    assert_eq!(cfg, json!({"greeting": "hi"}));
+    let who = json(&host.ask("Echo/1", "whoami", "", T).await.unwrap());
+    assert_eq!(who["self_id"], "Echo/1", "{who}");
+    assert_eq!(who["principal"], "system", "{who}");
+    assert_eq!(who["sender"], Value::Null, "{who}");
+    let now = json(&host.ask("Echo/1", "now", "", T).await.unwrap());
+    assert!(now["now_ms"].as_u64().unwrap() > 1_600_000_000_000, "{now}");
+    // A guest error is a value, not a trap: same instance, state kept.
+    host.ask("Echo/1", "record", "a", T).await.unwrap();
+    let e = host.ask("Echo/1", "fail", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
+    assert_eq!(e.to_string(), "bad input");
+    let r = json(&host.ask("Echo/1", "record", "b", T).await.unwrap());
+    assert_eq!(r["count"], 2, "{r}");
+    let r = json(&host.ask("Echo/1", "recorded", "", T).await.unwrap());
+    assert_eq!(r["items"], json!(["a", "b"]), "{r}");
+    assert_eq!(r["envelopes"][0]["msg_type"], "record", "{r}");
+    assert_eq!(r["envelopes"][0]["principal"], "system", "{r}");
+    // Guest-side tell and ask reach another actor, with the sender set.
+    let r = via_guest(
+        &host,
+        "tell",
+        json!({"to": "Echo/2", "msg_type": "record", "payload": "from-1"}),
+    )
+    .await;
+    assert_eq!(r, json!({"ok": true, "receipt": "queued"}));
+    let r = via_guest(
+        &host,
+        "ask",
+        json!({"to": "Echo/2", "msg_type": "echo", "payload": "hello", "timeout_ms": 10_000}),
+    )
+    .await;
+    assert_eq!(r, json!({"ok": true, "reply": "hello"}));
+    let r = json(&host.ask("Echo/2", "recorded", "", T).await.unwrap());
+    assert_eq!(r["items"], json!(["from-1"]), "{r}");
+    assert_eq!(r["envelopes"][0]["sender"], "Echo/1", "{r}");
+    let r = json(
+        &host
+            .ask("Echo/1", "log", "hello from the guest", T)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(r, json!({"ok": true}));
+}
+
+async fn full_mailbox_reaches_guest_as_resource_exhausted(lang: Lang) {
+    let Some(host) = poly_host(
+        test_config(),
+        lang,
+        vec![
+            (
+                ChildSpec::new("Slow", "slow.wasm").mailbox(2, MailboxStrategy::Error),
+                "slow",
+            ),
+            (ChildSpec::new("Flood", "flood.wasm"), "flood"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    // Activate the flooder first so its instantiation does not eat into the long turn.
+    host.ask("Flood/1", "ok", "", T).await.ok();
+    // Occupy the slow actor with a long turn, then flood its two-slot mailbox from a guest.
+    host.tell("Slow/1", "sleep", "3000").unwrap();
+    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    let r = host
+        .ask(
+            "Flood/1",
+            "flood",
+            json!({"to": "Slow/1", "msg_type": "sleep", "count": 10}).to_string(),
+            T,
+        )
+        .await
+        .unwrap();
+    let r = json(&r);
+    assert!(r["queued"].as_u64().unwrap() <= 3, "{r}");
+    assert!(r["refused"].as_u64().unwrap() >= 7, "{r}");
+    assert_eq!(r["first_error_type"], "ResourceExhausted", "{r}");
+    let msg = r["first_error"].as_str().unwrap();
+    let hint: u64 = msg
+        .strip_prefix("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not the canonical message: {msg:?}"))
+        .parse()
+        .expect("numeric hint");
+    assert!(hint >= 1, "{msg}");
+}
+
+async fn ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found(lang: Lang) {
+    let Some(host) = poly_host(
+        test_config(),
+        lang,
+        vec![
+            (echo_spec(), "echo"),
+            (ChildSpec::new("Slow", "slow.wasm"), "slow"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    host.ask("Slow/1", "ok", "", T).await.unwrap();
+    let r = via_guest(
+        &host,
+        "ask",
+        json!({"to": "Slow/1", "msg_type": "sleep", "payload": "1500", "timeout_ms": 100}),
+    )
+    .await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["error"]["type"], "DeadlineExceeded", "{r}");
+    assert_eq!(r["error"]["code"], "deadline-exceeded", "{r}");
+    assert_eq!(r["error"]["skipped"], false, "the turn was running: {r}");
+    for ty in ["ask", "tell"] {
+        let r = via_guest(
+            &host,
+            ty,
+            json!({"to": "Nope/1", "msg_type": "x", "payload": "", "timeout_ms": 1000}),
+        )
+        .await;
+        assert_eq!(r["ok"], false, "{ty}: {r}");
+        assert_eq!(r["error"]["type"], "NotFound", "{ty}: {r}");
+        assert_eq!(r["error"]["code"], "not-found", "{ty}: {r}");
+    }
+}
+
+async fn outbox_and_bus_reach_guest_as_unavailable_on_a_bare_host(lang: Lang) {
+    let Some(host) = poly_host(test_config(), lang, vec![(echo_spec(), "echo")]).await else {
+        return;
+    };
+    for (ty, req) in [
+        (
+            "tell_reliable",
+            json!({"to": "Echo/2", "msg_type": "echo", "payload": "x"}),
+        ),
+        (
+            "dispatch",
+            json!({"targets": ["Echo/2"], "msg_type": "echo", "payload": "x", "mode": "cast",
+                   "idempotency_key": "k", "conflict": "overwrite"}),
+        ),
+        ("publish", json!({"topic": "a.b", "payload": "x"})),
+    ] {
+        let r = via_guest(&host, ty, req).await;
+        assert_eq!(r["ok"], false, "{ty}: {r}");
+        assert_eq!(r["error"]["type"], "Unavailable", "{ty}: {r}");
+        assert_eq!(r["error"]["code"], "unavailable", "{ty}: {r}");
+    }
+}
+
+async fn trap_restarts_the_instance_and_the_next_message_succeeds(lang: Lang) {
+    let Some(host) = poly_host(
+        test_config(),
+        lang,
+        vec![(ChildSpec::new("Crash", "crash.wasm"), "crash")],
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(host.ask("Crash/1", "ok", "", T).await.unwrap(), b"alive");
+    let e = host.ask("Crash/1", "boom", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(e.to_string().contains("trapped"), "{e}");
+    assert_eq!(host.ask("Crash/1", "ok", "", T).await.unwrap(), b"alive");
+    assert_eq!(host.ask("Crash/2", "ok", "", T).await.unwrap(), b"alive");
+}
+
+async fn infinite_loop_is_interrupted_and_restarted(lang: Lang) {
+    let cfg = HostConfig {
+        max_turn_ms: 200,
+        ..test_config()
+    };
+    let Some(host) = poly_host(
+        cfg,
+        lang,
+        vec![(ChildSpec::new("Loop", "loop.wasm"), "loop")],
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(host.ask("Loop/1", "ok", "", T).await.unwrap(), b"alive");
+    let t0 = Instant::now();
+    let e = host.ask("Loop/1", "spin", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(e.to_string().contains("max_turn_ms=200"), "{e}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "interrupt took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(host.ask("Loop/1", "ok", "", T).await.unwrap(), b"alive");
+}
+
+async fn memory_hog_gets_resource_exhausted_at_its_limit(lang: Lang) {
+    // Python and JS runtimes start with tens of MiB of heap; 96 MiB leaves each room to run.
+    let limit = 96;
+    let spec = ChildSpec::new("Hog", "hog.wasm").memory_limit_mb(limit);
+    let Some(host) = poly_host(test_config(), lang, vec![(spec, "hog")]).await else {
+        return;
+    };
+    assert_eq!(host.ask("Hog/1", "ok", "", T).await.unwrap(), b"alive");
+    for _ in 0..2 {
+        let e = host.ask("Hog/1", "eat", "", T).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("memory limit of {limit} MiB")),
+            "{e}"
+        );
+    }
+    assert_eq!(host.ask("Hog/1", "ok", "", T).await.unwrap(), b"alive");
+}
