@@ -23,4 +23,10 @@ cargo build --workspace --bins --quiet
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
 
 echo "== test"
-cargo test --workspace -- --test-threads=4
+# `--all` also runs the slow polyglot checks (every language's error mapping, the 200k-call
+# soak per language, `sluice build` through the CLI).
+if [ "${1:-}" = "--all" ]; then
+  cargo test --workspace -- --test-threads=4 --include-ignored
+else
+  cargo test --workspace -- --test-threads=4
+fi

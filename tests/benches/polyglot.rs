@@ -78,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
         let cold = t.elapsed();
         cold_host.shutdown();
         let cfg = HostConfig {
-            max_activations: k + 16,
+            max_activations: k as u32 + 16,
             idle_deactivate_ms: 0,
             ..test_config()
         };

@@ -140,11 +140,21 @@ impl DlqRequest {
 }
 
 fn no_outbox() -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"code": "unavailable", "message": "UNAVAILABLE: this host has no outbox"}))).into_response()
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(
+            json!({"code": "unavailable", "message": "UNAVAILABLE: this host has no outbox"}),
+        ),
+    )
+        .into_response()
 }
 
 fn outbox_failed(e: impl std::fmt::Display) -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"code": "unavailable", "message": format!("UNAVAILABLE: outbox: {e}")}))).into_response()
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(json!({"code": "unavailable", "message": format!("UNAVAILABLE: outbox: {e}")})),
+    )
+        .into_response()
 }
 
 #[derive(Deserialize)]
@@ -153,12 +163,21 @@ struct DlqQuery {
     limit: Option<u32>,
 }
 
-async fn dlq_list(State(state): State<Arc<AdminState>>, headers: HeaderMap, axum::extract::Query(q): axum::extract::Query<DlqQuery>) -> Response {
+async fn dlq_list(
+    State(state): State<Arc<AdminState>>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<DlqQuery>,
+) -> Response {
     if !authorized(&state, &headers) {
         return unauthorized();
     }
-    let Some(ob) = state.host.outbox() else { return no_outbox() };
-    match ob.dlq_list(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000)).await {
+    let Some(ob) = state.host.outbox() else {
+        return no_outbox();
+    };
+    match ob
+        .dlq_list(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000))
+        .await
+    {
         Ok(items) => {
             let items: Vec<_> = items
                 .into_iter()
@@ -171,27 +190,50 @@ async fn dlq_list(State(state): State<Arc<AdminState>>, headers: HeaderMap, axum
     }
 }
 
-async fn dlq_op(state: Arc<AdminState>, headers: HeaderMap, body: axum::body::Bytes, replay: bool) -> Response {
+async fn dlq_op(
+    state: Arc<AdminState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+    replay: bool,
+) -> Response {
     if !authorized(&state, &headers) {
         return unauthorized();
     }
-    let Some(ob) = state.host.outbox() else { return no_outbox() };
-    let sel = serde_json::from_slice::<DlqRequest>(&body).ok().and_then(|r| r.selector());
+    let Some(ob) = state.host.outbox() else {
+        return no_outbox();
+    };
+    let sel = serde_json::from_slice::<DlqRequest>(&body)
+        .ok()
+        .and_then(|r| r.selector());
     let Some(sel) = sel else {
         return (StatusCode::BAD_REQUEST, axum::Json(json!({"code": "invalid-argument",
             "message": "INVALID_ARGUMENT: give exactly one of {\"id\": N}, {\"receiver\": \"Type/key\"}, {\"all\": true}"}))).into_response();
     };
-    let r = if replay { ob.dlq_replay(sel).await } else { ob.dlq_purge(sel).await };
+    let r = if replay {
+        ob.dlq_replay(sel).await
+    } else {
+        ob.dlq_purge(sel).await
+    };
     match r {
-        Ok(n) => axum::Json(json!({ if replay { "replayed" } else { "purged" }: n })).into_response(),
+        Ok(n) => {
+            axum::Json(json!({ if replay { "replayed" } else { "purged" }: n })).into_response()
+        }
         Err(e) => outbox_failed(e),
     }
 }
 
-async fn dlq_replay(State(state): State<Arc<AdminState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn dlq_replay(
+    State(state): State<Arc<AdminState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     dlq_op(state, headers, body, true).await
 }
 
-async fn dlq_purge(State(state): State<Arc<AdminState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn dlq_purge(
+    State(state): State<Arc<AdminState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     dlq_op(state, headers, body, false).await
 }

@@ -113,7 +113,13 @@ pub async fn status(base: &str, token: Option<&str>) -> anyhow::Result<String> {
 }
 
 /// `sluice dlq`: `op` is `list`, `replay` or `purge`; `body` selects for replay/purge.
-pub async fn dlq(base: &str, token: Option<&str>, op: &str, receiver: Option<&str>, body: &crate::admin::DlqRequest) -> anyhow::Result<String> {
+pub async fn dlq(
+    base: &str,
+    token: Option<&str>,
+    op: &str,
+    receiver: Option<&str>,
+    body: &crate::admin::DlqRequest,
+) -> anyhow::Result<String> {
     let base = base.trim_end_matches('/');
     let mut req = match op {
         "list" => {

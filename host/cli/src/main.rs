@@ -130,7 +130,25 @@ async fn main() -> anyhow::Result<()> {
             listen,
             admin_listen,
             admin_token,
-        } => run(app_dir, listen, admin_listen, admin_token).await,
+            database_url,
+        } => run(app_dir, listen, admin_listen, admin_token, database_url).await,
+        Cmd::Dlq {
+            op,
+            receiver,
+            id,
+            all,
+            host,
+            token,
+        } => {
+            let body = admin::DlqRequest {
+                id,
+                receiver: if op == "list" { None } else { receiver.clone() },
+                all,
+            };
+            let out = client::dlq(&host, token.as_deref(), &op, receiver.as_deref(), &body).await?;
+            println!("{out}");
+            Ok(())
+        }
         Cmd::Deploy {
             app_dir,
             host,
@@ -206,6 +224,7 @@ async fn run(
     listen: SocketAddr,
     admin_listen: SocketAddr,
     admin_token: Option<String>,
+    database_url: Option<String>,
 ) -> anyhow::Result<()> {
     if !admin_listen.ip().is_loopback() && admin_token.is_none() {
         bail!(
@@ -213,7 +232,7 @@ async fn run(
         );
     }
     sluice_cli::metrics_export::handle();
-    let (host, app) = Host::from_app_dir(&app_dir, |_| {})
+    let (host, app) = Host::from_app_dir_with(&app_dir, database_url.as_deref(), |_| {})
         .await
         .with_context(|| format!("starting app {}", app_dir.display()))?;
     let ingress_l = tokio::net::TcpListener::bind(listen)

@@ -193,6 +193,12 @@ impl ActorError {
         self.to_string()
     }
 
+    /// Whether the message came whole from elsewhere (a guest's own error, or one that
+    /// crossed a wire) rather than being raised by this host.
+    pub fn is_verbatim(&self) -> bool {
+        matches!(self.detail, Detail::Verbatim(_))
+    }
+
     /// Whether the outbox relay should treat this as a capacity signal (AIMD halves).
     pub fn is_capacity(&self) -> bool {
         self.code == ErrorCode::ResourceExhausted && self.retry_after_ms.is_some()

@@ -66,9 +66,17 @@ impl HostInner {
     }
 
     /// Direct tell first; on any failure (or a drop by the strategy) store in the outbox.
-    pub async fn tell_reliable(self: &Arc<Self>, id: &ActorId, msg_type: String, payload: Vec<u8>, opts: CallOptions) -> Result<DeliveryPath, ActorError> {
+    pub async fn tell_reliable(
+        self: &Arc<Self>,
+        id: &ActorId,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<DeliveryPath, ActorError> {
         let Some(outbox) = self.outbox.get() else {
-            return Err(ActorError::unavailable("the outbox is not enabled on this host"));
+            return Err(ActorError::unavailable(
+                "the outbox is not enabled on this host",
+            ));
         };
         self.check_payload(payload.len())?;
         let direct = match self.tell(id, msg_type.as_str(), payload.clone(), opts.clone()) {
@@ -94,17 +102,26 @@ impl HostInner {
             }
             Err(e) => {
                 metrics::counter!("sluice_tell_reliable_total", "path" => "failed").increment(1);
-                Err(ActorError::unavailable(format!("tell_reliable: direct failed ({direct}), outbox also failed ({e})")))
+                Err(ActorError::unavailable(format!(
+                    "tell_reliable: direct failed ({direct}), outbox also failed ({e})"
+                )))
             }
         }
     }
 
     /// Stores one message per target and makes one immediate attempt each (see the outbox).
-    pub async fn dispatch(self: &Arc<Self>, msgs: Vec<sluice_outbox::NewMessage>) -> Result<sluice_outbox::DispatchResult, ActorError> {
+    pub async fn dispatch(
+        self: &Arc<Self>,
+        msgs: Vec<sluice_outbox::NewMessage>,
+    ) -> Result<sluice_outbox::DispatchResult, ActorError> {
         let Some(outbox) = self.outbox.get() else {
-            return Err(ActorError::unavailable("the outbox is not enabled on this host"));
+            return Err(ActorError::unavailable(
+                "the outbox is not enabled on this host",
+            ));
         };
-        let delivery = RuntimeDelivery { host: Arc::downgrade(self) };
+        let delivery = RuntimeDelivery {
+            host: Arc::downgrade(self),
+        };
         outbox.dispatch(msgs, &delivery).await.map_err(outbox_error)
     }
 
@@ -482,7 +499,10 @@ impl Host {
     }
 
     /// Starts a host for the app in `dir` and deploys every child of its config.
-    pub async fn from_app_dir(dir: &Path, overrides: impl FnMut(&mut HostConfig)) -> anyhow::Result<(Self, AppConfig)> {
+    pub async fn from_app_dir(
+        dir: &Path,
+        overrides: impl FnMut(&mut HostConfig),
+    ) -> anyhow::Result<(Self, AppConfig)> {
         Self::from_app_dir_with(dir, None, overrides).await
     }
 
@@ -501,16 +521,28 @@ impl Host {
         overrides(&mut cfg);
         let host = Self::new(cfg)?;
         let mut ocfg: sluice_outbox::OutboxConfig = match &app.outbox {
-            Some(t) => toml::Value::Table(t.clone()).try_into().map_err(|e| LoadError::Config(format!("[outbox]: {e}")))?,
+            Some(t) => toml::Value::Table(t.clone())
+                .try_into()
+                .map_err(|e| LoadError::Config(format!("[outbox]: {e}")))?,
             None => sluice_outbox::OutboxConfig::default(),
         };
         if ocfg.actor_types.is_empty() {
             // One limiter per configured actor type (bulkheads); the set is bounded by config.
-            ocfg.actor_types = app.supervisor.children.iter().map(|c| c.actor_type.clone()).collect();
+            ocfg.actor_types = app
+                .supervisor
+                .children
+                .iter()
+                .map(|c| c.actor_type.clone())
+                .collect();
         }
         let outbox = match database_url {
-            Some(url) if url.starts_with("postgres") => sluice_outbox::Outbox::open_postgres(url, ocfg).await?,
-            Some(url) => sluice_outbox::Outbox::open_sqlite(url.trim_start_matches("sqlite://"), ocfg).await?,
+            Some(url) if url.starts_with("postgres") => {
+                sluice_outbox::Outbox::open_postgres(url, ocfg).await?
+            }
+            Some(url) => {
+                sluice_outbox::Outbox::open_sqlite(url.trim_start_matches("sqlite://"), ocfg)
+                    .await?
+            }
             None => {
                 let d = dir.join(".sluice");
                 std::fs::create_dir_all(&d)?;
@@ -565,7 +597,9 @@ impl Host {
             })
             .clone();
         if fresh {
-            let delivery = Arc::new(RuntimeDelivery { host: Arc::downgrade(&self.inner) });
+            let delivery = Arc::new(RuntimeDelivery {
+                host: Arc::downgrade(&self.inner),
+            });
             *self.inner.relay.lock() = Some(ob.start_relay(delivery));
         }
         ob
@@ -578,9 +612,21 @@ impl Host {
 
     /// Direct tell first; on any failure the message is stored in the outbox.
     /// An error only when both fail.
-    pub async fn tell_reliable(&self, to: &str, msg_type: &str, payload: impl Into<Vec<u8>>) -> Result<DeliveryPath, ActorError> {
+    pub async fn tell_reliable(
+        &self,
+        to: &str,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<DeliveryPath, ActorError> {
         let id = ActorId::parse(to)?;
-        self.inner.tell_reliable(&id, msg_type.to_string(), payload.into(), CallOptions::default()).await
+        self.inner
+            .tell_reliable(
+                &id,
+                msg_type.to_string(),
+                payload.into(),
+                CallOptions::default(),
+            )
+            .await
     }
 
     /// Stops the host and waits for the outbox relay to finish its current batch.

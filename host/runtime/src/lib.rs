@@ -22,5 +22,5 @@ pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellR
 pub use host::{CallOptions, Host, TypeStatus};
 pub use registry::ActorId;
 pub use reliable::DeliveryPath;
-pub use sluice_outbox as outbox;
 pub use sluice_flow::mailbox::MailboxStrategy;
+pub use sluice_outbox as outbox;

@@ -31,10 +31,16 @@ pub(crate) struct RuntimeDelivery {
 }
 
 fn classify(e: ActorError) -> DeliveryError {
-    if let Some(ms) = e.retry_after_ms.filter(|_| e.code == ErrorCode::ResourceExhausted) {
+    if let Some(ms) = e
+        .retry_after_ms
+        .filter(|_| e.code == ErrorCode::ResourceExhausted)
+    {
         return DeliveryError::Capacity { retry_after_ms: ms };
     }
     match e.code {
+        // A handler's own error is the guest's verdict on this attempt: retry it, and let
+        // max_attempts dead-letter a poison message.
+        _ if e.is_verbatim() => DeliveryError::Transient(e.to_string()),
         // The host can never deliver these: an unknown type or a malformed id.
         ErrorCode::NotFound | ErrorCode::InvalidArgument if e.retry_after_ms.is_none() => {
             DeliveryError::Permanent(e.to_string())
@@ -49,7 +55,8 @@ impl Delivery for RuntimeDelivery {
         let Some(host) = self.host.upgrade() else {
             return Err(DeliveryError::Transient("host shut down".into()));
         };
-        let to = ActorId::parse(&msg.receiver).map_err(|e| DeliveryError::Permanent(e.to_string()))?;
+        let to =
+            ActorId::parse(&msg.receiver).map_err(|e| DeliveryError::Permanent(e.to_string()))?;
         // Relayed deliveries are internal: admission caps never refuse them.
         let opts = CallOptions {
             deadline: None,
@@ -59,8 +66,18 @@ impl Delivery for RuntimeDelivery {
         };
         if msg.mode == "call" {
             let mut opts = opts;
-            opts.deadline = Some(Instant::now() + host.config.call_timeout().unwrap_or(Duration::from_secs(30)));
-            return host.ask(&to, msg.msg_type.clone(), msg.payload.clone(), opts).await.map(drop).map_err(classify);
+            opts.deadline = Some(
+                Instant::now()
+                    + host
+                        .config
+                        .call_timeout()
+                        .unwrap_or(Duration::from_secs(30)),
+            );
+            return host
+                .ask(&to, msg.msg_type.clone(), msg.payload.clone(), opts)
+                .await
+                .map(drop)
+                .map_err(classify);
         }
         match host.tell(&to, msg.msg_type.clone(), msg.payload.clone(), opts) {
             Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
@@ -93,7 +110,11 @@ pub(crate) fn dispatch_messages(
         )));
     }
     let (tenant, namespace) = scope_of(&req.context)?;
-    let msg_type = if req.msg_type.is_empty() { "dispatch" } else { req.msg_type.as_str() };
+    let msg_type = if req.msg_type.is_empty() {
+        "dispatch"
+    } else {
+        req.msg_type.as_str()
+    };
     let conflict = match req.conflict {
         wit::Conflict::Append => Conflict::Append,
         wit::Conflict::Overwrite => Conflict::Overwrite,
@@ -116,7 +137,10 @@ pub(crate) fn dispatch_messages(
             m = m.with_key(req.idempotency_key.clone(), conflict);
         }
         if let Some(seq) = req.sequence_number {
-            m = m.with_sequence(i64::try_from(seq).map_err(|_| ActorError::invalid_argument("sequence-number too large"))?);
+            m = m.with_sequence(
+                i64::try_from(seq)
+                    .map_err(|_| ActorError::invalid_argument("sequence-number too large"))?,
+            );
         }
         if let Some(ttl) = req.ttl_ms {
             if ttl == 0 {
@@ -136,7 +160,13 @@ fn scope_of(context: &str) -> Result<(String, String), ActorError> {
     }
     let v: serde_json::Value = serde_json::from_str(context)
         .map_err(|e| ActorError::invalid_argument(format!("dispatch context is not JSON: {e}")))?;
-    let get = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|s| !s.is_empty()).unwrap_or("default").to_string();
+    let get = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default")
+            .to_string()
+    };
     Ok((get("tenant"), get("namespace")))
 }
 

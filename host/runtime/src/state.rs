@@ -275,8 +275,16 @@ impl host::Host for StoreState {
 }
 
 impl outbox::Host for StoreState {
-    async fn dispatch(&mut self, req: wit::DispatchRequest) -> WtResult<Result<wit::DispatchResult, wit::ActorError>> {
-        let msgs = match crate::reliable::dispatch_messages(&req, &self.self_id, &self.turn.principal, self.host.config.max_payload_bytes) {
+    async fn dispatch(
+        &mut self,
+        req: wit::DispatchRequest,
+    ) -> WtResult<Result<wit::DispatchResult, wit::ActorError>> {
+        let msgs = match crate::reliable::dispatch_messages(
+            &req,
+            &self.self_id,
+            &self.turn.principal,
+            self.host.config.max_payload_bytes,
+        ) {
             Ok(m) => m,
             Err(e) => return Ok(Err(to_wit(e))),
         };
@@ -284,10 +292,19 @@ impl outbox::Host for StoreState {
         let host = self.host.clone();
         let r = host.dispatch(msgs).await;
         self.turn.waited += t0.elapsed();
-        Ok(r.map(|d| wit::DispatchResult { accepted: d.accepted, rejected: d.rejected }).map_err(to_wit))
+        Ok(r.map(|d| wit::DispatchResult {
+            accepted: d.accepted,
+            rejected: d.rejected,
+        })
+        .map_err(to_wit))
     }
 
-    async fn tell_reliable(&mut self, to: String, msg_type: String, payload: Vec<u8>) -> WtResult<Result<wit::DeliveryPath, wit::ActorError>> {
+    async fn tell_reliable(
+        &mut self,
+        to: String,
+        msg_type: String,
+        payload: Vec<u8>,
+    ) -> WtResult<Result<wit::DeliveryPath, wit::ActorError>> {
         let id = match ActorId::parse(&to) {
             Ok(id) => id,
             Err(e) => return Ok(Err(to_wit(e))),

@@ -5,12 +5,14 @@
 //! test actors (`echo.wasm`, `slow.wasm`). Prints one line per scenario and exits non-zero if
 //! any invariant fails.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
-use sluice_outbox::{Conflict, ConcurrencyConfig, DlqSelector, NewMessage, Outbox, OutboxConfig, RetryPolicy};
+use sluice_outbox::{
+    ConcurrencyConfig, Conflict, DlqSelector, NewMessage, Outbox, OutboxConfig, RetryPolicy,
+};
 use sluice_runtime::{ChildSpec, Host, HostConfig, MailboxStrategy};
 
 const WORKERS: usize = 100;
@@ -19,8 +21,17 @@ const T: Duration = Duration::from_secs(60);
 fn outbox_config() -> OutboxConfig {
     // The seed's embedded settings: AIMD 10 / 1 / 50, drain every 5 ms, 20 per cycle.
     OutboxConfig {
-        concurrency: ConcurrencyConfig { initial_limit: 10, min_limit: 1, max_limit: 50, ..Default::default() },
-        retry_policy: RetryPolicy { max_attempts: 3, base_ms: 10, cap_ms: 200 },
+        concurrency: ConcurrencyConfig {
+            initial_limit: 10,
+            min_limit: 1,
+            max_limit: 50,
+            ..Default::default()
+        },
+        retry_policy: RetryPolicy {
+            max_attempts: 3,
+            base_ms: 10,
+            cap_ms: 200,
+        },
         relay_interval_ms: 5,
         relay_batch_size: 20,
         actor_types: vec!["Worker".into(), "ConfigServer".into(), "Collector".into()],
@@ -28,16 +39,40 @@ fn outbox_config() -> OutboxConfig {
     }
 }
 
-async fn start(guests: &PathBuf, db: &PathBuf, relay: bool) -> anyhow::Result<(Host, std::sync::Arc<Outbox>)> {
-    let host = Host::new(HostConfig { cache_dir: Some(guests.join(".cache")), ..HostConfig::default() })?;
+async fn start(
+    guests: &Path,
+    db: &Path,
+    relay: bool,
+) -> anyhow::Result<(Host, std::sync::Arc<Outbox>)> {
+    let host = Host::new(HostConfig {
+        cache_dir: Some(guests.join(".cache")),
+        ..HostConfig::default()
+    })?;
     let echo = std::fs::read(guests.join("echo.wasm")).context("echo.wasm")?;
     let slow = std::fs::read(guests.join("slow.wasm")).context("slow.wasm")?;
-    host.deploy(ChildSpec::new("Leader", "echo.wasm"), echo.clone()).await?;
-    host.deploy(ChildSpec::new("Worker", "echo.wasm").mailbox(64, MailboxStrategy::Error), echo.clone()).await?;
-    host.deploy(ChildSpec::new("Collector", "echo.wasm").mailbox(4, MailboxStrategy::Error), echo).await?;
-    host.deploy(ChildSpec::new("ConfigServer", "slow.wasm").mailbox(2, MailboxStrategy::Error), slow).await?;
+    host.deploy(ChildSpec::new("Leader", "echo.wasm"), echo.clone())
+        .await?;
+    host.deploy(
+        ChildSpec::new("Worker", "echo.wasm").mailbox(64, MailboxStrategy::Error),
+        echo.clone(),
+    )
+    .await?;
+    host.deploy(
+        ChildSpec::new("Collector", "echo.wasm").mailbox(4, MailboxStrategy::Error),
+        echo,
+    )
+    .await?;
+    host.deploy(
+        ChildSpec::new("ConfigServer", "slow.wasm").mailbox(2, MailboxStrategy::Error),
+        slow,
+    )
+    .await?;
     let ob = Outbox::open_sqlite(db, outbox_config()).await?;
-    let ob = if relay { host.attach_outbox(ob) } else { std::sync::Arc::new(ob) };
+    let ob = if relay {
+        host.attach_outbox(ob)
+    } else {
+        std::sync::Arc::new(ob)
+    };
     Ok((host, ob))
 }
 
@@ -48,19 +83,32 @@ async fn drained(ob: &Outbox) -> anyhow::Result<()> {
         if depth == 0 {
             return Ok(());
         }
-        ensure!(t0.elapsed() < T, "outbox still holds {depth} messages after {T:?}");
+        ensure!(
+            t0.elapsed() < T,
+            "outbox still holds {depth} messages after {T:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
 async fn ask_json(host: &Host, to: &str, msg_type: &str, payload: Value) -> anyhow::Result<Value> {
-    let r = host.ask(to, msg_type, payload.to_string(), T).await.map_err(|e| anyhow::anyhow!("{to} {msg_type}: {e}"))?;
+    let r = host
+        .ask(to, msg_type, payload.to_string(), T)
+        .await
+        .map_err(|e| anyhow::anyhow!("{to} {msg_type}: {e}"))?;
     Ok(serde_json::from_slice(&r)?)
 }
 
 async fn items(host: &Host, to: &str) -> anyhow::Result<Vec<String>> {
     let r = ask_json(host, to, "recorded", json!(null)).await?;
-    Ok(r["items"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default())
+    Ok(r["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 fn workers() -> Vec<String> {
@@ -73,14 +121,24 @@ async fn thundering_herd(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let r = ask_json(host, "Leader/job-queue", "dispatch", req.clone()).await?;
     let wall_ms = t0.elapsed().as_millis();
     ensure!(r["ok"] == true, "dispatch failed: {r}");
-    let (a, j) = (r["accepted"].as_u64().unwrap_or(0), r["rejected"].as_u64().unwrap_or(0));
-    ensure!(a + j == WORKERS as u64, "accepted + rejected != targets: {r}");
+    let (a, j) = (
+        r["accepted"].as_u64().unwrap_or(0),
+        r["rejected"].as_u64().unwrap_or(0),
+    );
+    ensure!(
+        a + j == WORKERS as u64,
+        "accepted + rejected != targets: {r}"
+    );
     // The herd again with the same key: redelivery is deduplicated.
     ask_json(host, "Leader/job-queue", "dispatch", req).await?;
     drained(ob).await?;
     for w in workers() {
         let it = items(host, &w).await?;
-        ensure!(it == ["thundering_herd"], "{w} processed the task {} times", it.len());
+        ensure!(
+            it == ["thundering_herd"],
+            "{w} processed the task {} times",
+            it.len()
+        );
     }
     Ok(json!({"targets": WORKERS, "accepted": a, "rejected": j, "wall_ms": wall_ms}))
 }
@@ -100,17 +158,25 @@ async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let mut server_rejected = 0;
     for i in 0..10 {
         let req = json!({"targets": servers, "msg_type": "download", "payload": "20", "idempotency_key": format!("dl-{i}")});
-        server_rejected += ask_json(host, "Leader/job-queue", "dispatch", req).await?["rejected"].as_u64().unwrap_or(0);
+        server_rejected += ask_json(host, "Leader/job-queue", "dispatch", req).await?["rejected"]
+            .as_u64()
+            .unwrap_or(0);
     }
     drained(ob).await?;
     for w in &all {
-        ensure!(items(host, w).await?.last().map(String::as_str) == Some("config 2.1.0"), "{w} lacks the new config");
+        ensure!(
+            items(host, w).await?.last().map(String::as_str) == Some("config 2.1.0"),
+            "{w} lacks the new config"
+        );
     }
-    ensure!(ob.dlq_list(None, 10).await?.is_empty(), "config wave dead-lettered messages");
+    ensure!(
+        ob.dlq_list(None, 10).await?.is_empty(),
+        "config wave dead-lettered messages"
+    );
     Ok(json!({"waves": waves, "config_server_rejected": server_rejected}))
 }
 
-async fn heartbeats(guests: &PathBuf, dir: &PathBuf) -> anyhow::Result<Value> {
+async fn heartbeats(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
     // 50 rapid heartbeats with one key and OVERWRITE while the receiver's host is down: only
     // the newest survives; it is delivered once the host is back.
     let db = dir.join("heartbeats.db");
@@ -118,17 +184,34 @@ async fn heartbeats(guests: &PathBuf, dir: &PathBuf) -> anyhow::Result<Value> {
         let ob = Outbox::open_sqlite(&db, outbox_config()).await?;
         for seq in 1..=50 {
             let hb = json!({"type": "heartbeat", "seq": seq, "cpu": 0.42}).to_string();
-            ob.store(NewMessage::new("Leader/hb", "record", hb.into_bytes()).with_key("hb-leader-worker-101", Conflict::Overwrite))
-                .await?;
+            ob.store(
+                NewMessage::new("Leader/hb", "record", hb.into_bytes())
+                    .with_key("hb-leader-worker-101", Conflict::Overwrite),
+            )
+            .await?;
         }
     }
     let (host, ob) = start(guests, &db, true).await?;
     drained(&ob).await?;
     let got = items(&host, "Leader/hb").await?;
-    let seqs: Vec<u64> = got.iter().filter_map(|s| serde_json::from_str::<Value>(s).ok()?["seq"].as_u64()).collect();
-    ensure!(!seqs.is_empty() && seqs.len() <= 5, "leader processed {} heartbeats", seqs.len());
-    ensure!(seqs.windows(2).all(|w| w[0] < w[1]), "heartbeats went backwards: {seqs:?}");
-    ensure!(*seqs.last().unwrap() == 50, "last processed heartbeat is {:?}", seqs.last());
+    let seqs: Vec<u64> = got
+        .iter()
+        .filter_map(|s| serde_json::from_str::<Value>(s).ok()?["seq"].as_u64())
+        .collect();
+    ensure!(
+        !seqs.is_empty() && seqs.len() <= 5,
+        "leader processed {} heartbeats",
+        seqs.len()
+    );
+    ensure!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "heartbeats went backwards: {seqs:?}"
+    );
+    ensure!(
+        *seqs.last().unwrap() == 50,
+        "last processed heartbeat is {:?}",
+        seqs.last()
+    );
     host.stop().await;
     Ok(json!({"sent": 50, "processed": seqs.len(), "last_seq": seqs.last()}))
 }
@@ -139,17 +222,37 @@ async fn telemetry_test(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     for i in 0..count {
         let payload = json!({"type": "telemetry", "seq": i}).to_string();
         // Fast path: a direct ask; any failure falls back to the durable outbox.
-        match host.ask("Collector/main", "record", payload.clone(), Duration::from_millis(2000)).await {
+        match host
+            .ask(
+                "Collector/main",
+                "record",
+                payload.clone(),
+                Duration::from_millis(2000),
+            )
+            .await
+        {
             Ok(_) => fast += 1,
             Err(_) => {
-                ob.store(NewMessage::new("Collector/main", "record", payload.into_bytes())).await?;
+                ob.store(NewMessage::new(
+                    "Collector/main",
+                    "record",
+                    payload.into_bytes(),
+                ))
+                .await?;
                 fallback += 1;
             }
         }
         // Every tenth sample is a burst of tells that fills the four-slot mailbox.
         if i % 10 == 0 {
             for _ in 0..8 {
-                match host.tell_reliable("Collector/main", "record", json!({"type": "burst", "seq": i}).to_string()).await? {
+                match host
+                    .tell_reliable(
+                        "Collector/main",
+                        "record",
+                        json!({"type": "burst", "seq": i}).to_string(),
+                    )
+                    .await?
+                {
                     sluice_runtime::DeliveryPath::Direct => fast += 1,
                     sluice_runtime::DeliveryPath::Outbox => fallback += 1,
                 }
@@ -159,12 +262,17 @@ async fn telemetry_test(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     drained(ob).await?;
     let total = count + (count / 10) * 8;
     let got = items(host, "Collector/main").await?.len();
-    ensure!(fast + fallback == total, "fast {fast} + fallback {fallback} != {total}");
+    ensure!(
+        fast + fallback == total,
+        "fast {fast} + fallback {fallback} != {total}"
+    );
     ensure!(got == total, "collector holds {got} of {total}");
-    Ok(json!({"count": total, "fast_path_success": fast, "outbox_fallback": fallback, "collected": got}))
+    Ok(
+        json!({"count": total, "fast_path_success": fast, "outbox_fallback": fallback, "collected": got}),
+    )
 }
 
-async fn offline_delivery(guests: &PathBuf, dir: &PathBuf) -> anyhow::Result<Value> {
+async fn offline_delivery(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
     // Workers "go offline" with the host mid-deployment: messages stored, host gone; a new
     // host on the same database delivers every one, in order, with delivery counts kept.
     let db = dir.join("offline.db");
@@ -172,7 +280,12 @@ async fn offline_delivery(guests: &PathBuf, dir: &PathBuf) -> anyhow::Result<Val
         let ob = Outbox::open_sqlite(&db, outbox_config()).await?;
         for i in 0..20 {
             for w in 0..10 {
-                ob.store(NewMessage::new(format!("Worker/offline-{w}"), "record", format!("firmware-{i}").into_bytes())).await?;
+                ob.store(NewMessage::new(
+                    format!("Worker/offline-{w}"),
+                    "record",
+                    format!("firmware-{i}").into_bytes(),
+                ))
+                .await?;
             }
         }
     }
@@ -187,7 +300,11 @@ async fn offline_delivery(guests: &PathBuf, dir: &PathBuf) -> anyhow::Result<Val
     Ok(json!({"stored": 200, "delivered_after_restart": 200}))
 }
 
-async fn poison_message(host: &Host, ob: &Outbox, guests: &std::path::Path) -> anyhow::Result<Value> {
+async fn poison_message(
+    host: &Host,
+    ob: &Outbox,
+    guests: &std::path::Path,
+) -> anyhow::Result<Value> {
     // `call` mode: delivered only if the handler succeeds; `fail` always fails.
     let req = json!({"targets": ["Worker/poison"], "msg_type": "fail", "payload": "{malformed", "mode": "call"});
     ask_json(host, "Leader/job-queue", "dispatch", req).await?;
@@ -203,26 +320,41 @@ async fn poison_message(host: &Host, ob: &Outbox, guests: &std::path::Path) -> a
     ensure!(dl[0].attempts == 3, "attempts {}", dl[0].attempts);
     // The fix: a message for a type that was missing is dead-lettered as permanent; deploying
     // the type and replaying delivers it.
-    ob.store(NewMessage::new("Patched/1", "record", b"task".to_vec())).await?;
+    ob.store(NewMessage::new("Patched/1", "record", b"task".to_vec()))
+        .await?;
     let t0 = Instant::now();
     while ob.dlq_list(Some("Patched/1"), 1).await?.is_empty() {
         ensure!(t0.elapsed() < T, "unknown-type message never dead-lettered");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let echo = std::fs::read(guests.join("echo.wasm"))?;
-    host.deploy(ChildSpec::new("Patched", "echo.wasm"), echo).await?;
-    let replayed = ob.dlq_replay(DlqSelector::Receiver("Patched/1".into())).await?;
+    host.deploy(ChildSpec::new("Patched", "echo.wasm"), echo)
+        .await?;
+    let replayed = ob
+        .dlq_replay(DlqSelector::Receiver("Patched/1".into()))
+        .await?;
     drained(ob).await?;
-    ensure!(items(host, "Patched/1").await? == ["task"], "replayed message not delivered");
+    ensure!(
+        items(host, "Patched/1").await? == ["task"],
+        "replayed message not delivered"
+    );
     let purged = ob.dlq_purge(DlqSelector::All).await?;
-    Ok(json!({"attempts": dl[0].attempts, "last_error": dl[0].last_error, "replayed": replayed, "purged": purged}))
+    Ok(
+        json!({"attempts": dl[0].attempts, "last_error": dl[0].last_error, "replayed": replayed, "purged": purged}),
+    )
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let guests = PathBuf::from(args.next().context("usage: job-queue-embedded GUESTS_DIR WORK_DIR")?);
-    let dir = PathBuf::from(args.next().context("usage: job-queue-embedded GUESTS_DIR WORK_DIR")?);
+    let guests = PathBuf::from(
+        args.next()
+            .context("usage: job-queue-embedded GUESTS_DIR WORK_DIR")?,
+    );
+    let dir = PathBuf::from(
+        args.next()
+            .context("usage: job-queue-embedded GUESTS_DIR WORK_DIR")?,
+    );
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("job-queue.db");
     let _ = std::fs::remove_file(&db);
