@@ -18,8 +18,7 @@ echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== build"
-cargo build --workspace --bins --quiet
+echo "== build guests"
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
 
 echo "== test"
