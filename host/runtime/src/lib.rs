@@ -5,6 +5,7 @@
 mod actor;
 mod admission;
 mod bindings;
+mod host_bus;
 mod call;
 pub mod config;
 mod engine;
@@ -17,7 +18,12 @@ mod reliable;
 mod state;
 
 pub use call::Call;
-pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
+pub use host_bus::SubscriptionStats;
+pub use config::{
+    AppConfig, BusSettings, ChildSpec, HostConfig, RateLimitSettings, Subscription,
+    SubscriptionMode, WasiGrants,
+};
+pub use sluice_bus as bus;
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};
 pub use registry::ActorId;
