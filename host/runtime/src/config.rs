@@ -186,7 +186,8 @@ impl Default for RateLimitSettings {
 impl RateLimitSettings {
     /// The limiter's config.
     pub fn to_config(&self) -> sluice_bus::RateLimitConfig {
-        let mut c = sluice_bus::RateLimitConfig::default().default_quota(self.default_quota_bytes_per_sec);
+        let mut c =
+            sluice_bus::RateLimitConfig::default().default_quota(self.default_quota_bytes_per_sec);
         for (p, q) in &self.quotas {
             c = c.quota_override(p.clone(), *q);
         }
@@ -554,6 +555,11 @@ mod tests {
             assert!(matches!(e, LoadError::Subscription { .. }), "{topic}: {e}");
             assert!(e.to_string().contains("INVALID_ARGUMENT"), "{e}");
         }
-        assert!(AppConfig::parse("[[bus.subscriptions]]\nactor_type='A'\nkey='1'\ntopic='a'\nmode='fanout'").is_err());
+        assert!(
+            AppConfig::parse(
+                "[[bus.subscriptions]]\nactor_type='A'\nkey='1'\ntopic='a'\nmode='fanout'"
+            )
+            .is_err()
+        );
     }
 }

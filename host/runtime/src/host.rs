@@ -12,11 +12,11 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::actor::{self, ActorCell, Message, OfferError, Reply};
 use crate::admission::Admission;
-use crate::host_bus::{HostBus, SubscriptionStats};
 use crate::bindings::{ActorWorld, ActorWorldPre};
 use crate::config::{AppConfig, ChildSpec, HostConfig, Subscription};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
 use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
+use crate::host_bus::{HostBus, SubscriptionStats};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
 use crate::state::StoreState;

@@ -248,11 +248,12 @@ impl HostInner {
     /// even before its actor type is deployed.
     pub(crate) fn subscribe(self: &Arc<Self>, sub: Subscription) -> Result<(), LoadError> {
         sub.validate()?;
-        let target = ActorId::new(&sub.actor_type, &sub.key).map_err(|e| LoadError::Subscription {
-            actor_type: sub.actor_type.clone(),
-            topic: sub.topic.clone(),
-            reason: e.to_string(),
-        })?;
+        let target =
+            ActorId::new(&sub.actor_type, &sub.key).map_err(|e| LoadError::Subscription {
+                actor_type: sub.actor_type.clone(),
+                topic: sub.topic.clone(),
+                reason: e.to_string(),
+            })?;
         let label = intern(&sub.actor_type);
         let bad = |e: sluice_bus::TopicError| LoadError::Subscription {
             actor_type: sub.actor_type.clone(),
@@ -260,12 +261,18 @@ impl HostInner {
             reason: e.to_string(),
         };
         let source = match sub.mode {
-            SubscriptionMode::Routed => {
-                Source::Routed(self.bus.bus.subscribe_routed(&sub.topic, label).map_err(bad)?)
-            }
-            SubscriptionMode::Broadcast => {
-                Source::Broadcast(self.bus.bus.subscribe_topic(&sub.topic, label).map_err(bad)?)
-            }
+            SubscriptionMode::Routed => Source::Routed(
+                self.bus
+                    .bus
+                    .subscribe_routed(&sub.topic, label)
+                    .map_err(bad)?,
+            ),
+            SubscriptionMode::Broadcast => Source::Broadcast(
+                self.bus
+                    .bus
+                    .subscribe_topic(&sub.topic, label)
+                    .map_err(bad)?,
+            ),
         };
         let shared = Arc::new(Shared {
             route: match &source {
