@@ -228,11 +228,11 @@ impl HostInner {
                 e.to_string(),
             ));
         }
-        if let Some(from) = source {
-            if let Err(e) = self.check_ipc(from, principal, payload.len()) {
-                refused("rate_limited");
-                return Err(e);
-            }
+        if let Some(from) = source
+            && let Err(e) = self.check_ipc(from, principal, payload.len())
+        {
+            refused("rate_limited");
+            return Err(e);
         }
         let mut ev = Event::new(topic, payload).with_principal(principal.clone());
         if let Some(from) = source {
