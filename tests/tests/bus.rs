@@ -444,3 +444,39 @@ async fn bad_subscription_patterns_are_typed_config_errors() {
         ErrorCode::InvalidArgument
     );
 }
+
+/// Deliveries into a full `error` mailbox are held and retried, never lost; a `drop_newest`
+/// mailbox applies its strategy and the drops are counted. The subscribers are `slow`
+/// actors (each event's payload is the milliseconds its turn takes) with one-slot mailboxes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_mailbox_delays_deliveries_and_drops_are_counted() {
+    use sluice_runtime::MailboxStrategy;
+    let bus = BusSettings {
+        // More in flight than the mailboxes hold: the mailbox, not the window, refuses.
+        delivery_window: 8,
+        ..BusSettings::default()
+    }
+    .subscribe(Subscription::routed("Tight", "1", "evt.m"))
+    .subscribe(Subscription::routed("Lossy", "1", "evt.m"));
+    let host = undeployed_host(bus).await;
+    let bytes = std::fs::read(rust_guest("slow")).unwrap();
+    for (ty, strategy) in [
+        ("Tight", MailboxStrategy::Error),
+        ("Lossy", MailboxStrategy::DropNewest),
+    ] {
+        let spec = ChildSpec::new(ty, "slow.wasm").mailbox(1, strategy);
+        host.deploy(spec, bytes.clone()).await.unwrap();
+    }
+    for _ in 0..20 {
+        host.publish("evt.m", "15", Some("alice")).unwrap();
+    }
+    let tight = wait_stats(&host, "Tight/1", "all delivered", |s| s.delivered == 20).await;
+    assert_eq!(tight.dropped, 0, "{tight:?}");
+    assert!(tight.retried > 0, "the full mailbox refused: {tight:?}");
+    let lossy = wait_stats(&host, "Lossy/1", "all accounted for", |s| {
+        s.delivered + s.dropped == 20
+    })
+    .await;
+    assert!(lossy.dropped > 0, "{lossy:?}");
+    assert_eq!(lossy.retried, 0, "drop_newest never refuses: {lossy:?}");
+}
