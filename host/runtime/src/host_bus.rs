@@ -21,9 +21,18 @@
 //!   1 s); the event is held, never dropped. Counted in `sluice_bus_delivery_retries_total`.
 //!   Meanwhile the backlog grows in the subscription, where routed eviction and broadcast lag
 //!   are counted.
-//! - A `drop_newest` mailbox that drops the event, or a `drop_oldest` one that later displaces
-//!   it, applies its strategy as for any tell; counted as `outcome="dropped"` here and in the
-//!   mailbox's own drop counters.
+//! - A `drop_newest` mailbox that drops the event applies its strategy as for any tell:
+//!   counted as `outcome="dropped"` here and in the mailbox's `dropped_newest` counter. A
+//!   `drop_oldest` mailbox that later displaces a delivered event counts it in its
+//!   `dropped_oldest` counter (the event was delivered, then displaced).
+//! - A delivery turn skipped because its deadline passed while queued is counted in
+//!   `sluice_turns_skipped_total`; the delivery window keeps that queue short.
+//! - At shutdown, events still queued in subscriptions are discarded, as mailboxes are.
+//!
+//! # IPC rate limiter
+//! Configured by `[bus.rate_limit]`; absent, [`HostInner::check_ipc`] is one branch. A quota
+//! of 0 refuses every non-empty payload of that principal (`INVALID_ARGUMENT`, since waiting
+//! cannot help): a kill switch, not "unlimited".
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
