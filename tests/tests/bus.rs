@@ -480,3 +480,55 @@ async fn full_mailbox_delays_deliveries_and_drops_are_counted() {
     assert!(lossy.dropped > 0, "{lossy:?}");
     assert_eq!(lossy.retried, 0, "drop_newest never refuses: {lossy:?}");
 }
+
+/// `[bus]` in `app-config.toml` configures the host `sluice run` starts (via `from_app_dir`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_config_bus_table_declares_subscriptions_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(rust_guest("echo"), dir.path().join("echo.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("app-config.toml"),
+        r#"
+        [[supervisor.children]]
+        name = "echo"
+        actor_type = "Echo"
+        module = "echo.wasm"
+
+        [bus]
+        delivery_window = 2
+        [bus.rate_limit]
+        quotas = { "agent:tiny" = 1 }
+        [[bus.subscriptions]]
+        actor_type = "Echo"
+        key = "audit"
+        topic = "evt.*.created"
+        "#,
+    )
+    .unwrap();
+    let (host, app) = Host::from_app_dir(dir.path(), |c| {
+        c.cache_dir = test_config().cache_dir;
+    })
+    .await
+    .unwrap();
+    assert_eq!(app.bus.subscriptions.len(), 1);
+    assert_eq!(host.config().bus.delivery_window, 2);
+    let r = guest_call(
+        &host,
+        "dana",
+        "publish",
+        json!({"topic": "evt.order.created", "payload": "c-1"}),
+    )
+    .await;
+    assert_eq!(r, json!({"ok": true}));
+    let rec = recorded(&host, "Echo/audit", 1).await;
+    assert_eq!(rec["envelopes"][0]["principal"], "dana", "{rec}");
+    let r = guest_call(
+        &host,
+        "agent:tiny",
+        "publish",
+        json!({"topic": "evt.order.created", "payload": "too big"}),
+    )
+    .await;
+    assert_eq!(r["error"]["type"], "InvalidArgument", "{r}");
+    host.stop().await;
+}
