@@ -369,7 +369,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
     }
 
     loop {
-        let Some(msg) = next(&cell, &host, idle).await else {
+        let Some(mut msg) = next(&cell, &host, idle).await else {
             break;
         };
         let now = Instant::now();
@@ -410,7 +410,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         let l = live.as_mut().expect("activated above");
         *cell.last_active.lock() = now;
         host.inflight.fetch_add(1, Ordering::Relaxed);
-        let outcome = turn(l, &host, &msg).await;
+        let outcome = turn(l, &host, &mut msg, now).await;
         host.inflight.fetch_sub(1, Ordering::Relaxed);
         let took = now.elapsed();
         cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
@@ -582,12 +582,13 @@ enum TurnOutcome {
     Crashed(ActorError),
 }
 
-async fn turn(l: &mut Live, host: &HostInner, msg: &Message) -> TurnOutcome {
-    let now = Instant::now();
+/// Runs one turn. The message's type and payload move into the envelope (no copy); the
+/// caller keeps the reply slot.
+async fn turn(l: &mut Live, host: &HostInner, msg: &mut Message, now: Instant) -> TurnOutcome {
     let env = wit::Envelope {
         sender: msg.sender.as_ref().map(|s| s.to_string()),
-        msg_type: msg.msg_type.clone(),
-        payload: msg.payload.clone(),
+        msg_type: std::mem::take(&mut msg.msg_type),
+        payload: std::mem::take(&mut msg.payload),
         principal: msg.principal.to_string(),
         deadline_ms: msg
             .deadline
