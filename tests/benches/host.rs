@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_runtime::raw::{RawInstance, instantiate_n};
+use sluice_runtime::raw::{RawInstance, activate_n, instantiate_n};
 use sluice_runtime::{ActorId, ChildSpec, HostConfig, MailboxStrategy};
 use sluice_tests::{host_with, rust_guest, test_config};
 
@@ -125,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
     // 3. Activation: fresh keys (each ask activates a new instance) vs raw instantiation.
     let k = if quick { 200 } else { 1000 };
     let raw_inst = instantiate_n(&host, &echo, k).await?;
+    let raw_act = activate_n(&host, &echo, k).await?;
     let warm = {
         let t = Instant::now();
         for _ in 0..k {
@@ -144,8 +145,9 @@ async fn main() -> anyhow::Result<()> {
     let act = t.elapsed().saturating_sub(warm);
     let rss_per = (rss_kib().saturating_sub(rss0)) as f64 / k as f64;
     println!(
-        "activation: raw instantiate {:.1} us, sluice activation {:.1} us (ask time subtracted), RSS {:.1} KiB per idle actor",
+        "activation: raw instantiate {:.1} us, raw instantiate+init+first call {:.1} us, sluice activation {:.1} us (ask time subtracted), RSS {:.1} KiB per idle actor",
         raw_inst.as_secs_f64() * 1e6 / k as f64,
+        raw_act.as_secs_f64() * 1e6 / k as f64,
         act.as_secs_f64() * 1e6 / k as f64,
         rss_per
     );

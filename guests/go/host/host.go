@@ -4,6 +4,8 @@
 package host
 
 import (
+	"time"
+
 	sluice "sluice.dev/guest"
 )
 
@@ -26,6 +28,39 @@ func Ask(to, msgType string, payload any, timeoutMs uint64) ([]byte, error) {
 		timeoutMs = sluice.DefaultAskTimeoutMs
 	}
 	return sluice.CurrentBackend().Ask(to, msgType, b, timeoutMs)
+}
+
+// Call makes calls with a per-call deadline; see WithDeadline.
+type Call struct {
+	timeoutMs uint64
+	err       error
+}
+
+// WithDeadline returns calls bounded by d, which only tightens the inherited deadline (the
+// host keeps the earlier of the turn's own and now + d):
+//
+//	reply, err := host.WithDeadline(250 * time.Millisecond).Ask(worker, "process", job)
+//
+// d must be positive; otherwise every call through the result fails with an
+// INVALID_ARGUMENT error without sending anything. Sub-millisecond parts round up.
+func WithDeadline(d time.Duration) Call {
+	if d <= 0 {
+		return Call{err: sluice.InvalidArgument(sprintf(
+			"INVALID_ARGUMENT: deadline must be a positive finite number of milliseconds, got %v", d))}
+	}
+	return Call{timeoutMs: uint64((d + time.Millisecond - 1) / time.Millisecond)}
+}
+
+// Ask is host.Ask within this deadline (and timeoutMs when also given, 0 = none).
+func (c Call) Ask(to, msgType string, payload any, timeoutMs uint64) ([]byte, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	ms := c.timeoutMs
+	if timeoutMs != 0 && timeoutMs < ms {
+		ms = timeoutMs
+	}
+	return Ask(to, msgType, payload, ms)
 }
 
 // Schedule delivers msgType with payload to this actor itself after delayMs.

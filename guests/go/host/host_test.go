@@ -3,6 +3,7 @@ package host_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -103,5 +104,32 @@ func TestTellReliableAndClock(t *testing.T) {
 	host.Log(sluice.LevelWarn, "careful")
 	if f.Logs[0] != "warn: careful" {
 		t.Fatalf("log: %v", f.Logs)
+	}
+}
+
+func TestWithDeadlineTightensAndRefusesBadBudgetsBeforeSending(t *testing.T) {
+	f := sluicetest.New()
+	sluice.SetBackend(f)
+	if _, err := host.WithDeadline(250*time.Millisecond).Ask("W/1", "process", "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Calls[0].Timeout; got != 250 {
+		t.Fatalf("deadline: %d", got)
+	}
+	host.WithDeadline(250*time.Millisecond).Ask("W/1", "process", "x", 5000)
+	host.WithDeadline(250*time.Millisecond).Ask("W/1", "process", "x", 100)
+	host.WithDeadline(1500*time.Microsecond).Ask("W/1", "process", "x", 0)
+	if a, b, c := f.Calls[1].Timeout, f.Calls[2].Timeout, f.Calls[3].Timeout; a != 250 || b != 100 || c != 2 {
+		t.Fatalf("only tightens, rounds up: %d %d %d", a, b, c)
+	}
+	for _, bad := range []time.Duration{0, -time.Second} {
+		_, err := host.WithDeadline(bad).Ask("W/1", "process", "x", 0)
+		var e *sluice.Error
+		if !errors.Is(err, sluice.ErrInvalidArgument) || !errors.As(err, &e) {
+			t.Fatalf("bad deadline %v: %v", bad, err)
+		}
+	}
+	if len(f.Calls) != 4 {
+		t.Fatalf("an invalid deadline sent %d calls", len(f.Calls)-4)
 	}
 }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, Optional, Tuple
 
 from . import _wit
 from ._wit import call, wit_bus, wit_host, wit_outbox, wit_types
 from .errors import InvalidArgument
 
-__all__ = ["host", "to_bytes", "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE"]
+__all__ = ["host", "Call", "to_bytes", "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE"]
 
 #: `ask` deadline when the caller gives none (the host may tighten it further).
 DEFAULT_ASK_TIMEOUT_MS = 5000
@@ -56,6 +57,35 @@ def _enum(table: dict, value: Any, what: str) -> Any:
         return table[value.lower()]
     except KeyError:
         raise InvalidArgument(f"INVALID_ARGUMENT: unknown {what} {value!r}") from None
+
+
+def _budget_ms(value: Any, what: str) -> int:
+    """A per-call budget: a positive finite number of milliseconds (fractions round up),
+    else `InvalidArgument` — raised before anything is sent."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value <= 0):
+        raise InvalidArgument(
+            f"INVALID_ARGUMENT: {what} must be a positive finite number of milliseconds, "
+            f"got {value!r}")
+    return max(1, math.ceil(value))
+
+
+class Call:
+    """Calls made with a tighter deadline: ``host.with_(deadline_ms=250).ask(...)``.
+
+    The deadline only tightens: the host keeps the earlier of the turn's own deadline and
+    now + ``deadline_ms``. (``with`` is a Python keyword, hence ``with_``.)"""
+
+    def __init__(self, deadline_ms: int) -> None:
+        self.deadline_ms = deadline_ms
+
+    def ask(self, to: str, msg_type: str, payload: Any = b"",
+            timeout_ms: Optional[float] = None) -> bytes:
+        """`Host.ask` within this deadline (and ``timeout_ms`` when also given)."""
+        ms = self.deadline_ms
+        if timeout_ms is not None:
+            ms = min(ms, _budget_ms(timeout_ms, "timeout_ms"))
+        return call(wit_host.ask, to, msg_type, to_bytes(payload), ms)
 
 
 class Outbox:
@@ -116,8 +146,16 @@ class Host:
 
     def ask(self, to: str, msg_type: str, payload: Any = b"",
             timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS) -> bytes:
-        """Request and reply; returns the reply payload or raises a typed `SluiceError`."""
-        return call(wit_host.ask, to, msg_type, to_bytes(payload), int(timeout_ms))
+        """Request and reply; returns the reply payload or raises a typed `SluiceError`.
+        ``timeout_ms`` must be a positive finite number (else `InvalidArgument`, unsent)."""
+        ms = _budget_ms(timeout_ms, "timeout_ms")
+        return call(wit_host.ask, to, msg_type, to_bytes(payload), ms)
+
+    def with_(self, *, deadline_ms: float) -> Call:
+        """Calls with a per-call deadline that only tightens the inherited one:
+        ``host.with_(deadline_ms=250).ask(worker, "process", job)``. A deadline that is not
+        a positive finite number raises `InvalidArgument` here, before anything is sent."""
+        return Call(_budget_ms(deadline_ms, "deadline_ms"))
 
     def schedule(self, delay_ms: int, msg_type: str, payload: Any = b"") -> None:
         """Deliver ``msg_type`` to this actor itself after ``delay_ms``."""

@@ -144,3 +144,21 @@ def test_committed_bindings_match_the_wit(tmp_path):
             out += diffs(sub)
         return out
     assert [d for d in diffs(cmp) if d != "__pycache__"] == []
+
+
+def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake):
+    assert host.with_(deadline_ms=250).ask("W/1", "process", b"x") == b"pong"
+    assert fake.calls[-1] == ("ask", "W/1", "process", b"x", 250)
+    # An explicit timeout can only tighten further; fractions round up.
+    host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=99.2)
+    assert fake.calls[-1][-1] == 100
+    host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=5000)
+    assert fake.calls[-1][-1] == 250
+    sent = len(fake.calls)
+    for bad in (0, -5, float("nan"), float("inf"), "250", None, True):
+        with pytest.raises(sluice.InvalidArgument) as e:
+            host.with_(deadline_ms=bad).ask("W/1", "process", b"x")
+        assert "positive finite" in str(e.value)
+        with pytest.raises(sluice.InvalidArgument):
+            host.ask("W/1", "process", b"x", timeout_ms=bad)
+    assert len(fake.calls) == sent, "nothing was sent for an invalid budget"

@@ -5,7 +5,7 @@ import * as witBus from "sluice:actor/bus@0.1.0";
 import type {
   Conflict, DeliveryPath, DispatchMode, LogLevel, TellReceipt,
 } from "sluice:actor/types@0.1.0";
-import { fromThrown } from "./errors.ts";
+import { InvalidArgument, fromThrown } from "./errors.ts";
 import { encodeUtf8 } from "./utf8.ts";
 import { u64 } from "./u64.ts";
 
@@ -33,6 +33,34 @@ function call<T>(f: () => T): T {
     return f();
   } catch (e) {
     throw fromThrown(e);
+  }
+}
+
+/**
+ * A per-call budget: a positive finite number of milliseconds (fractions round up), else
+ * `InvalidArgument` — thrown before anything is sent.
+ */
+function budgetMs(value: unknown, what: string): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidArgument(
+      `INVALID_ARGUMENT: ${what} must be a positive finite number of milliseconds, got ${String(value)}`);
+  }
+  return Math.max(1, Math.ceil(value));
+}
+
+/** Options of `host.with(...)`. */
+export interface CallOptions {
+  /** Budget for calls made through the returned handle; only tightens the inherited one. */
+  deadlineMs: number;
+}
+
+/** Calls made with a tighter deadline: `host.with({ deadlineMs: 250 }).ask(...)`. */
+export class Call {
+  constructor(readonly deadlineMs: number) {}
+  /** `host.ask` within this deadline (and `timeoutMs` when also given). */
+  ask(to: string, msgType: string, payload: Payload = "", timeoutMs?: number): Uint8Array {
+    const ms = timeoutMs === undefined ? this.deadlineMs : Math.min(this.deadlineMs, budgetMs(timeoutMs, "timeoutMs"));
+    return call(() => witHost.ask(to, msgType, toBytes(payload), u64(ms)));
   }
 }
 
@@ -86,9 +114,21 @@ export const host = {
   tell(to: string, msgType: string, payload: Payload = ""): TellReceipt {
     return call(() => witHost.tell(to, msgType, toBytes(payload)));
   },
-  /** Request and reply; returns the reply bytes or throws a typed `SluiceError`. */
-  ask(to: string, msgType: string, payload: Payload = "", timeoutMs = DEFAULT_ASK_TIMEOUT_MS): Uint8Array {
-    return call(() => witHost.ask(to, msgType, toBytes(payload), u64(timeoutMs)));
+  /**
+   * Request and reply; returns the reply bytes or throws a typed `SluiceError`. `timeoutMs`
+   * must be a positive finite number (else `InvalidArgument`, nothing sent).
+   */
+  ask(to: string, msgType: string, payload: Payload = "", timeoutMs: number = DEFAULT_ASK_TIMEOUT_MS): Uint8Array {
+    const ms = budgetMs(timeoutMs, "timeoutMs");
+    return call(() => witHost.ask(to, msgType, toBytes(payload), u64(ms)));
+  },
+  /**
+   * Calls with a per-call deadline that only tightens the inherited one:
+   * `host.with({ deadlineMs: 250 }).ask(worker, "process", job)`. A deadline that is not a
+   * positive finite number throws `InvalidArgument` here, before anything is sent.
+   */
+  with(opts: CallOptions): Call {
+    return new Call(budgetMs(opts?.deadlineMs, "deadlineMs"));
   },
   /** Deliver `msgType` to this actor itself after `delayMs`. */
   schedule(delayMs: number, msgType: string, payload: Payload = ""): void {

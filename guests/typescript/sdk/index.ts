@@ -4,8 +4,8 @@
  *   import { host, register, type Envelope } from "@sluice/guest";
  *   export const actor = register({ handle: (env: Envelope) => env.payload });
  */
-export { host, outbox, bus, toBytes, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE } from "./host.ts";
-export type { Payload, DispatchOptions } from "./host.ts";
+export { host, outbox, bus, toBytes, Call, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE } from "./host.ts";
+export type { Payload, DispatchOptions, CallOptions } from "./host.ts";
 export { register, Envelope } from "./actor.ts";
 export type { Actor, ActorExport } from "./actor.ts";
 export {

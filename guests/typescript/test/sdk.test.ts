@@ -100,3 +100,21 @@ test("utf8 fallback (QuickJS has no TextEncoder) matches TextEncoder", () => {
   assert.equal(decodeUtf8Js(new TextEncoder().encode(s)), s);
   assert.equal(decodeUtf8(encodeUtf8(s)), s);
 });
+
+test("host.with({deadlineMs}) tightens ask; bad budgets throw InvalidArgument before sending", () => {
+  host.with({ deadlineMs: 250 }).ask("W/1", "process", "x");
+  assert.deepEqual(state.calls.at(-1), ["ask", "W/1", "process", encodeUtf8("x"), 250n]);
+  host.with({ deadlineMs: 250 }).ask("W/1", "process", "x", 99.2);
+  assert.equal(state.calls.at(-1)?.[4], 100n);
+  host.with({ deadlineMs: 250 }).ask("W/1", "process", "x", 5000);
+  assert.equal(state.calls.at(-1)?.[4], 250n);
+  const sent = state.calls.length;
+  for (const bad of [0, -5, NaN, Infinity, "250", null, undefined]) {
+    assert.throws(() => host.with({ deadlineMs: bad as number }).ask("W/1", "p"),
+      (e: unknown) => e instanceof InvalidArgument && /positive finite/.test(e.message));
+    if (bad !== undefined) {
+      assert.throws(() => host.ask("W/1", "p", "", bad as number), (e: unknown) => e instanceof InvalidArgument);
+    }
+  }
+  assert.equal(state.calls.length, sent, "nothing was sent for an invalid budget");
+});

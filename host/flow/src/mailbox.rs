@@ -73,8 +73,10 @@ impl<T> Mailbox<T> {
     pub fn new(capacity: usize, strategy: MailboxStrategy) -> Self {
         let capacity = capacity.max(1);
         Self {
-            // Preallocate small mailboxes fully so a steady state never allocates.
-            items: VecDeque::with_capacity(capacity.min(1024)),
+            // A small start: an idle actor costs little memory and activation stays cheap. The
+            // queue grows to its high-water mark once and never shrinks, so a steady state
+            // does not allocate.
+            items: VecDeque::with_capacity(capacity.min(8)),
             capacity,
             strategy,
             ordinary: 0,

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -86,6 +86,10 @@ pub(crate) struct ActorCell {
     /// Supervised instances are activated eagerly and never idle-deactivated.
     pub eager: bool,
     pub last_active: Mutex<Instant>,
+    /// This activation holds a live instance (a pool slot).
+    pub live: AtomicBool,
+    /// Asked to deactivate to make room for another activation (see [`reserve_slot`]).
+    pub evict: AtomicBool,
 }
 
 /// Why an offer did not land in this cell.
@@ -116,6 +120,8 @@ impl ActorCell {
             timers: AtomicUsize::new(0),
             eager,
             last_active: Mutex::new(Instant::now()),
+            live: AtomicBool::new(false),
+            evict: AtomicBool::new(false),
         }
     }
 
@@ -207,6 +213,129 @@ struct Live {
     store: Store<StoreState>,
     world: ActorWorld,
     version: u64,
+    _slot: Slot,
+}
+
+/// One counted pool slot (host-wide and per type), released when the instance is dropped.
+struct Slot {
+    host: Arc<HostInner>,
+    cell: Arc<ActorCell>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.cell.live.store(false, Ordering::Release);
+        self.cell.ty.live.fetch_sub(1, Ordering::AcqRel);
+        self.host.live.fetch_sub(1, Ordering::AcqRel);
+        self.host.slot_freed.notify_waiters();
+    }
+}
+
+/// How long an activation waits for an evicted instance to give its slot back.
+const SLOT_WAIT: Duration = Duration::from_secs(2);
+
+/// Takes a slot under `max_activations` (host-wide, and the type's own cap when set). At
+/// the cap, asks the least recently used idle activation in scope to deactivate and waits
+/// for its slot; with none idle, fails `RESOURCE_EXHAUSTED` at once. Memory is thereby
+/// bounded by live actors, never by how many keys were ever addressed.
+async fn reserve_slot(cell: &Arc<ActorCell>, host: &Arc<HostInner>) -> Result<Slot, ActorError> {
+    let until = Instant::now() + SLOT_WAIT;
+    loop {
+        let freed = host.slot_freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        let host_cap = host.config.max_activations;
+        let type_cap = cell.ty.max_activations.load(Ordering::Relaxed);
+        let scope = if !take(&host.live, host_cap) {
+            Scope::Host
+        } else if type_cap > 0 && !take(&cell.ty.live, type_cap) {
+            host.live.fetch_sub(1, Ordering::AcqRel);
+            Scope::Type
+        } else {
+            if type_cap == 0 {
+                cell.ty.live.fetch_add(1, Ordering::AcqRel);
+            }
+            cell.live.store(true, Ordering::Release);
+            return Ok(Slot {
+                host: host.clone(),
+                cell: cell.clone(),
+            });
+        };
+        let (what, cap) = match scope {
+            Scope::Host => ("host".to_string(), host_cap),
+            Scope::Type => (format!("actor type {}", cell.ty.name), type_cap),
+        };
+        let Some(victim) = lru_idle(cell, host, scope) else {
+            return Err(ActorError::new(
+                crate::ErrorCode::ResourceExhausted,
+                format!(
+                    "{what} at max_activations={cap} with no idle actor to deactivate; cannot activate {}",
+                    cell.id
+                ),
+            ));
+        };
+        tracing::debug!(actor = %victim.id, for_actor = %cell.id, "deactivating the least recently used idle actor to make room");
+        victim.evict.store(true, Ordering::Release);
+        victim.notify.notify_one();
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || tokio::time::timeout(left, freed).await.is_err() {
+            return Err(ActorError::new(
+                crate::ErrorCode::ResourceExhausted,
+                format!(
+                    "{what} at max_activations={cap}; no slot freed within {} ms for {}",
+                    SLOT_WAIT.as_millis(),
+                    cell.id
+                ),
+            ));
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Scope {
+    Host,
+    Type,
+}
+
+/// Increments `n` unless it already reached `cap`.
+fn take(n: &AtomicU32, cap: u32) -> bool {
+    n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+        (v < cap).then_some(v + 1)
+    })
+    .is_ok()
+}
+
+/// The least recently active live activation in `scope` that is idle: not eager, not
+/// mid-turn, nothing queued, not already asked to leave. A scan, paid only at the cap.
+fn lru_idle(me: &Arc<ActorCell>, host: &HostInner, scope: Scope) -> Option<Arc<ActorCell>> {
+    let types = match scope {
+        Scope::Host => host.types(),
+        Scope::Type => vec![me.ty.clone()],
+    };
+    let mut best: Option<(Instant, Arc<ActorCell>)> = None;
+    for ty in types {
+        let cells: Vec<Arc<ActorCell>> = ty.cells.lock().values().cloned().collect();
+        for c in cells {
+            if Arc::ptr_eq(&c, me)
+                || c.eager
+                || !c.live.load(Ordering::Acquire)
+                || c.evict.load(Ordering::Acquire)
+            {
+                continue;
+            }
+            {
+                let inbox = c.inbox.lock();
+                if inbox.running || !inbox.mb.is_empty() || inbox.state != InboxState::Open {
+                    continue;
+                }
+            }
+            let at = *c.last_active.lock();
+            if best.as_ref().is_none_or(|(t, _)| at < *t) {
+                best = Some((at, c));
+            }
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// Marker error raised from the epoch callback when a turn overruns `max_turn_ms`.
@@ -243,7 +372,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
     }
 
     loop {
-        let Some(msg) = next(&cell, &host, idle).await else {
+        let Some(mut msg) = next(&cell, &host, idle).await else {
             break;
         };
         let now = Instant::now();
@@ -284,7 +413,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         let l = live.as_mut().expect("activated above");
         *cell.last_active.lock() = now;
         host.inflight.fetch_add(1, Ordering::Relaxed);
-        let outcome = turn(l, &host, &msg).await;
+        let outcome = turn(l, &host, &mut msg, now).await;
         host.inflight.fetch_sub(1, Ordering::Relaxed);
         let took = now.elapsed();
         cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
@@ -333,6 +462,10 @@ async fn next(cell: &Arc<ActorCell>, host: &HostInner, idle: Option<Duration>) -
             return Some(m);
         }
         if host.is_shutting_down() {
+            return None;
+        }
+        if cell.evict.swap(false, Ordering::AcqRel) && try_deactivate(cell) {
+            cell.ty.metrics.evictions.increment(1);
             return None;
         }
         // notify_one stores a permit when nobody waits, so a push between pop() and here
@@ -401,10 +534,11 @@ fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion) -> bool 
 }
 
 async fn activate(
-    cell: &ActorCell,
+    cell: &Arc<ActorCell>,
     host: &Arc<HostInner>,
     module: &ModuleVersion,
 ) -> Result<Live, ActorError> {
+    let slot = reserve_slot(cell, host).await?;
     let max_turn = Duration::from_millis(host.config.max_turn_ms);
     let state = StoreState::new(
         host.clone(),
@@ -442,6 +576,7 @@ async fn activate(
         store,
         world,
         version: module.version,
+        _slot: slot,
     })
 }
 
@@ -450,12 +585,13 @@ enum TurnOutcome {
     Crashed(ActorError),
 }
 
-async fn turn(l: &mut Live, host: &HostInner, msg: &Message) -> TurnOutcome {
-    let now = Instant::now();
+/// Runs one turn. The message's type and payload move into the envelope (no copy); the
+/// caller keeps the reply slot.
+async fn turn(l: &mut Live, host: &HostInner, msg: &mut Message, now: Instant) -> TurnOutcome {
     let env = wit::Envelope {
         sender: msg.sender.as_ref().map(|s| s.to_string()),
-        msg_type: msg.msg_type.clone(),
-        payload: msg.payload.clone(),
+        msg_type: std::mem::take(&mut msg.msg_type),
+        payload: std::mem::take(&mut msg.payload),
         principal: msg.principal.to_string(),
         deadline_ms: msg
             .deadline

@@ -14,7 +14,9 @@ use crate::error::LoadError;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HostConfig {
-    /// Live instances this host keeps at most (pool size). Default 1000.
+    /// Live instances this host keeps at most (pool size). Default 1000. When reached, the least
+    /// recently used idle activation (never one mid-turn, never a supervised eager one) is
+    /// deactivated to make room; with none idle, activation fails `RESOURCE_EXHAUSTED`.
     pub max_activations: u32,
     /// Linear-memory ceiling per actor instance, MiB, unless the child sets its own. Default 128.
     pub memory_limit_mb: u64,
@@ -301,6 +303,10 @@ pub struct ChildSpec {
     /// Admission cap on this type's queues; none = the host's `max_queued_per_actor`.
     #[serde(default)]
     pub max_queued: Option<u64>,
+    /// Most live instances of this type; when reached, the type's least recently used idle
+    /// activation is deactivated to make room. None = only the host's `max_activations`.
+    #[serde(default)]
+    pub max_activations: Option<u32>,
     /// Eagerly activated, supervised instances `Type/0` … `Type/(count-1)`.
     #[serde(default)]
     pub count: Option<u32>,
@@ -347,6 +353,7 @@ impl ChildSpec {
             mailbox_capacity: default_capacity(),
             mailbox_strategy: default_strategy(),
             max_queued: None,
+            max_activations: None,
             count: None,
             keys: Vec::new(),
             max_restarts: default_max_restarts(),
@@ -380,6 +387,12 @@ impl ChildSpec {
     /// Sets the memory ceiling.
     pub fn memory_limit_mb(mut self, mb: u64) -> Self {
         self.memory_limit_mb = Some(mb);
+        self
+    }
+
+    /// Caps this type's live instances (LRU idle ones make room).
+    pub fn max_activations(mut self, cap: u32) -> Self {
+        self.max_activations = Some(cap);
         self
     }
 

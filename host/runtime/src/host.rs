@@ -1,7 +1,7 @@
 //! The host: engine, registry and the tell/ask paths shared by the Rust API and guest imports.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,10 @@ pub(crate) struct HostInner {
     shutting_down: AtomicBool,
     /// Turns running now, host-wide. Relaxed: a gauge read by admission, not a lock.
     pub inflight: AtomicU64,
+    /// Live instances, host-wide (each holds a pool slot); at most `max_activations`.
+    pub live: AtomicU32,
+    /// Signalled whenever a live instance is dropped, for activations waiting on a slot.
+    pub slot_freed: tokio::sync::Notify,
     /// Admission caps (see `admission.rs`).
     pub admission: Admission,
     system: Arc<str>,
@@ -126,6 +130,11 @@ impl HostInner {
             host: Arc::downgrade(self),
         };
         outbox.dispatch(msgs, &delivery).await.map_err(outbox_error)
+    }
+
+    /// Every deployed type.
+    pub(crate) fn types(&self) -> Vec<Arc<ActorType>> {
+        self.registry.all()
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -438,6 +447,8 @@ impl HostInner {
         let (ty, version) = self.registry.insert_or_replace(&name, module);
         let cap = spec.max_queued.unwrap_or(self.config.max_queued_per_actor);
         ty.max_queued.store(cap, Ordering::Relaxed);
+        ty.max_activations
+            .store(spec.max_activations.unwrap_or(0), Ordering::Relaxed);
         self.admission.note_type_cap(cap);
         // A stopped actor gets a fresh start with new code.
         ty.cells
@@ -495,6 +506,8 @@ impl Host {
                 registry: Registry::default(),
                 shutting_down: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
+                live: AtomicU32::new(0),
+                slot_freed: tokio::sync::Notify::new(),
                 admission,
                 system: Arc::from("system"),
                 outbox: OnceLock::new(),

@@ -79,3 +79,35 @@ pub async fn instantiate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result
     }
     Ok(t0.elapsed())
 }
+
+/// Time to bring up `n` instances the way an activation does — instantiate, `init("{}")`,
+/// one `handle` call — keeping them all alive (so each lands in a fresh pool slot and pays
+/// its first-touch page faults), for the activation benchmark's like-for-like baseline.
+pub async fn activate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Duration> {
+    let inner = host.inner();
+    let component = inner.cache().load("raw", wasm)?;
+    let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
+    let mut keep = Vec::with_capacity(n);
+    let t0 = std::time::Instant::now();
+    for _ in 0..n {
+        let state = StoreState::new(
+            inner.clone(),
+            ActorId::parse("Raw/0")?,
+            &Default::default(),
+            128 << 20,
+            Duration::from_secs(3600),
+        );
+        let mut store = Store::new(&inner.engine, state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let world = pre.instantiate_async(&mut store).await?;
+        world
+            .sluice_actor_actor()
+            .call_init(&mut store, "{}")
+            .await?
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let mut raw = RawInstance { store, world };
+        std::hint::black_box(raw.call("echo", b"").await?);
+        keep.push(raw);
+    }
+    Ok(t0.elapsed())
+}

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use sluice_flow::mailbox::MailboxStrategy;
@@ -111,6 +111,10 @@ pub(crate) struct ActorType {
     /// Set by every deploy (`max_queued`, else the host's `max_queued_per_actor`). Relaxed:
     /// a plain value read by the call path, publishing nothing else.
     pub max_queued: AtomicU64,
+    /// Cap on this type's live instances (0 = only the host's); set by every deploy.
+    pub max_activations: AtomicU32,
+    /// Live instances of this type (each holds one pool slot).
+    pub live: AtomicU32,
 }
 
 impl ActorType {
@@ -122,6 +126,8 @@ impl ActorType {
             cells: Mutex::new(HashMap::new()),
             metrics: TypeMetrics::new(name),
             max_queued: AtomicU64::new(0),
+            max_activations: AtomicU32::new(0),
+            live: AtomicU32::new(0),
         }
     }
 
@@ -158,6 +164,8 @@ pub(crate) struct TypeMetrics {
     pub stopped: metrics::Counter,
     pub activations: metrics::Counter,
     pub deactivations: metrics::Counter,
+    /// Idle activations deactivated to make room under `max_activations`.
+    pub evictions: metrics::Counter,
 }
 
 impl TypeMetrics {
@@ -178,7 +186,8 @@ impl TypeMetrics {
             restarts: metrics::counter!("sluice_actor_restarts_total", "actor_type" => t.clone()),
             stopped: metrics::counter!("sluice_actor_stopped_total", "actor_type" => t.clone()),
             activations: metrics::counter!("sluice_actor_activations_total", "actor_type" => t.clone()),
-            deactivations: metrics::counter!("sluice_actor_deactivations_total", "actor_type" => t),
+            deactivations: metrics::counter!("sluice_actor_deactivations_total", "actor_type" => t.clone()),
+            evictions: metrics::counter!("sluice_actor_evictions_total", "actor_type" => t),
         }
     }
 }

@@ -122,6 +122,31 @@ pub mod host {
         imp::ask(to, msg_type, payload.as_ref(), timeout_ms).map_err(Error::from)
     }
 
+    /// Calls bounded by `deadline`, which only tightens the inherited one:
+    /// `host::with_deadline(Duration::from_millis(250)).ask(worker, "process", job, 0)`.
+    /// A zero deadline fails every call through it `InvalidArgument`, unsent.
+    pub fn with_deadline(deadline: std::time::Duration) -> Call {
+        if deadline.is_zero() {
+            return Call(Err(Error::invalid_argument(
+                "INVALID_ARGUMENT: deadline must be a positive finite number of milliseconds, got 0",
+            )));
+        }
+        Call(Ok(deadline.as_micros().div_ceil(1000).min(u64::MAX as u128) as u64))
+    }
+
+    /// Calls with a per-call deadline; see [`with_deadline`].
+    #[derive(Debug, Clone)]
+    pub struct Call(Result<u64, Error>);
+
+    impl Call {
+        /// [`ask`] within this deadline (and `timeout_ms` when non-zero).
+        pub fn ask(&self, to: &str, msg_type: &str, payload: impl AsRef<[u8]>, timeout_ms: u64) -> Result<Vec<u8>, Error> {
+            let ms = self.0.clone()?;
+            let ms = if timeout_ms == 0 { ms } else { ms.min(timeout_ms) };
+            ask(to, msg_type, payload, ms)
+        }
+    }
+
     /// Sends `msg_type` to this actor after `delay_ms`.
     pub fn schedule(delay_ms: u64, msg_type: &str, payload: impl AsRef<[u8]>) -> Result<(), Error> {
         imp::schedule(delay_ms, msg_type, payload.as_ref()).map_err(Error::from)

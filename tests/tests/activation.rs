@@ -1,0 +1,120 @@
+//! The memory guardrail: `max_activations` (host-wide and per actor type) bounds live
+//! instances; the least recently used idle actor is deactivated to make room, never one
+//! mid-turn and never a supervised eager one.
+
+use std::time::Duration;
+
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
+use sluice_tests::{host_with, json, test_config};
+
+const T: Duration = Duration::from_secs(30);
+
+async fn items(host: &sluice_runtime::Host, id: &str) -> Vec<String> {
+    let r = json(&host.ask(id, "recorded", "", T).await.unwrap());
+    r["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
+    host.status()
+        .into_iter()
+        .find(|s| s.actor_type == ty)
+        .map_or(0, |s| s.active)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_cap_deactivates_the_least_recently_used_idle_actor() {
+    let host = host_with(
+        HostConfig {
+            max_activations: 4,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        },
+        vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
+    )
+    .await;
+    for i in 0..4 {
+        host.ask(&format!("Echo/{i}"), "record", format!("k{i}"), T)
+            .await
+            .unwrap();
+    }
+    // Echo/0 is the least recently used: touch the others again in a known order.
+    for i in [2, 3, 1] {
+        assert_eq!(items(&host, &format!("Echo/{i}")).await, [format!("k{i}")]);
+    }
+    // A fifth key needs a slot: Echo/0 (idle, least recently used) makes room.
+    host.ask("Echo/4", "record", "k4", T).await.unwrap();
+    assert_eq!(active(&host, "Echo"), 4);
+    // Echo/0 comes back as a fresh activation (its state went with the old instance);
+    // that in turn evicts Echo/2, now the least recently used.
+    assert!(items(&host, "Echo/0").await.is_empty());
+    assert_eq!(items(&host, "Echo/3").await, ["k3"]);
+    assert_eq!(items(&host, "Echo/1").await, ["k1"]);
+    assert_eq!(items(&host, "Echo/4").await, ["k4"]);
+    assert_eq!(active(&host, "Echo"), 4);
+    assert!(
+        items(&host, "Echo/2").await.is_empty(),
+        "Echo/2 was evicted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actor_mid_turn_is_never_evicted_and_the_refusal_is_typed() {
+    let host = host_with(
+        test_config(),
+        vec![(
+            ChildSpec::new("Slow", "slow.wasm").max_activations(2),
+            "slow",
+        )],
+    )
+    .await;
+    // Two long turns hold the type's two slots.
+    let h1 = host.clone();
+    let h2 = host.clone();
+    let a = tokio::spawn(async move { h1.ask("Slow/a", "wait", "1500", T).await });
+    let b = tokio::spawn(async move { h2.ask("Slow/b", "wait", "1500", T).await });
+    sluice_tests::wait_until(T, "both slow turns running", || host.inflight_turns() == 2).await;
+    let e = host.ask("Slow/c", "ok", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
+    assert!(
+        e.to_string().contains("max_activations=2"),
+        "the refusal names the cap: {e}"
+    );
+    // Neither running turn was disturbed.
+    assert_eq!(a.await.unwrap().unwrap(), b"1500");
+    assert_eq!(b.await.unwrap().unwrap(), b"1500");
+    // Once idle, one of them makes room.
+    assert_eq!(host.ask("Slow/c", "ok", "", T).await.unwrap(), b"alive");
+    assert_eq!(active(&host, "Slow"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervised_eager_instances_are_never_evicted() {
+    let host = host_with(
+        HostConfig {
+            max_activations: 3,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        },
+        vec![
+            (ChildSpec::new("Pinned", "echo.wasm").count(2), "echo"),
+            (ChildSpec::new("Echo", "echo.wasm"), "echo"),
+        ],
+    )
+    .await;
+    host.ask("Pinned/0", "record", "p0", T).await.unwrap();
+    host.ask("Pinned/1", "record", "p1", T).await.unwrap();
+    // One slot left for keyed actors: they take turns in it.
+    for i in 0..5 {
+        host.ask(&format!("Echo/{i}"), "record", "x", T)
+            .await
+            .unwrap();
+    }
+    assert_eq!(active(&host, "Echo"), 1);
+    assert_eq!(items(&host, "Pinned/0").await, ["p0"]);
+    assert_eq!(items(&host, "Pinned/1").await, ["p1"]);
+}
