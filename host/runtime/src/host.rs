@@ -267,7 +267,7 @@ impl HostInner {
             enqueued: Instant::now(),
             reply: None,
             permit: None,
-            slot: None,
+            window_permit: None,
         }
     }
 

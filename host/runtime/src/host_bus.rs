@@ -388,7 +388,7 @@ impl Pump {
                 enqueued: Instant::now(),
                 reply: None,
                 permit: None,
-                slot: slot.take(),
+                window_permit: slot.take(),
             };
             let res = host.deliver(&sh.target, false, &mut make);
             drop(host);
