@@ -16,6 +16,8 @@ pub struct Event {
     pub payload: Vec<u8>,
     /// Who published it; routed queues are per principal.
     pub principal: Arc<str>,
+    /// The publishing actor (`Type/key`), if an actor published it.
+    pub source: Option<Arc<str>>,
     /// Metric label of `sluice_bus_events_published_total` (bounded: chosen in code).
     pub kind: &'static str,
     /// Never evicted from a routed queue (replies, stream terminators, supervision).
@@ -33,6 +35,7 @@ impl Event {
             topic: topic.into(),
             payload: payload.into(),
             principal: Arc::from(SYSTEM_PRINCIPAL),
+            source: None,
             kind: "ipc",
             control: false,
             published_at: None,
@@ -42,6 +45,12 @@ impl Event {
     /// Sets the publishing principal.
     pub fn with_principal(mut self, principal: impl Into<Arc<str>>) -> Self {
         self.principal = principal.into();
+        self
+    }
+
+    /// Sets the publishing actor.
+    pub fn with_source(mut self, source: impl Into<Arc<str>>) -> Self {
+        self.source = Some(source.into());
         self
     }
 

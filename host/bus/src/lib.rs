@@ -34,7 +34,7 @@ pub use dispatcher::{
 };
 pub use event::{Event, PrincipalClass, SYSTEM_PRINCIPAL};
 pub use ratelimit::IpcRateLimiter;
-pub use route::{RouteStats, RoutedReceiver};
+pub use route::{RouteStats, RouteStatsHandle, RoutedReceiver};
 pub use sluice_flow::drr::DrrConfig;
 pub use sluice_flow::ratelimit::{RateLimitConfig, RateLimitError};
 pub use sluice_flow::topic::{TopicError, TopicPattern};

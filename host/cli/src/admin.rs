@@ -110,7 +110,8 @@ async fn status(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Res
         return unauthorized();
     }
     axum::Json(
-        json!({"actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns()}),
+        json!({"actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
+            "bus_subscriptions": state.host.bus_stats()}),
     )
     .into_response()
 }

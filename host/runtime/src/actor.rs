@@ -39,6 +39,8 @@ pub(crate) struct Message {
     /// The message's slot in the host-wide admission depth (when that cap is on); released
     /// when the message is dropped — after its turn, a skip, a displacement or a stop.
     pub permit: Option<HostPermit>,
+    /// A bus delivery's slot in its subscription's delivery window, released likewise.
+    pub window_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Message {
@@ -46,6 +48,7 @@ impl Message {
         // Release the admission slot before the caller can observe the reply, so a caller
         // that got its answer never finds its own finished turn still counted.
         drop(self.permit);
+        drop(self.window_permit);
         if let Some(reply) = self.reply {
             // The caller may have given up (timeout); that is not an error here.
             let _ = reply.tx.send(r);

@@ -41,6 +41,10 @@ pub struct HostConfig {
     pub max_inflight_turns: u64,
     /// Where compiled components are cached. Default: none (compile in memory every start).
     pub cache_dir: Option<PathBuf>,
+    /// The event bus: bounds, IPC rate limits and subscriptions. Not part of `[host]`: an
+    /// app config sets it from its `[bus]` table ([`AppConfig::bus`]); code sets it here.
+    #[serde(skip)]
+    pub bus: BusSettings,
 }
 
 impl Default for HostConfig {
@@ -56,6 +60,7 @@ impl Default for HostConfig {
             max_queued_per_actor: 0,
             max_inflight_turns: 0,
             cache_dir: None,
+            bus: BusSettings::default(),
         }
     }
 }
@@ -76,12 +81,194 @@ impl HostConfig {
         if self.max_payload_bytes == 0 {
             return bad("host.max_payload_bytes must be positive");
         }
-        Ok(())
+        self.bus.validate()
     }
 
     /// The default call deadline, if enabled.
     pub fn call_timeout(&self) -> Option<Duration> {
         (self.call_timeout_ms > 0).then(|| Duration::from_millis(self.call_timeout_ms))
+    }
+}
+
+/// How a subscription takes events off the bus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionMode {
+    /// Its own per-principal queues under its own byte budget, drained in deficit
+    /// round-robin order across principals: one principal's flood cannot crowd out the others.
+    /// Over budget, the globally oldest event is evicted (counted). The default.
+    #[default]
+    Routed,
+    /// A reader of the shared broadcast ring (`broadcast_capacity` slots): no per-principal
+    /// isolation; a subscriber that falls behind skips ahead and counts what it lost.
+    Broadcast,
+}
+
+impl SubscriptionMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Routed => "routed",
+            Self::Broadcast => "broadcast",
+        }
+    }
+}
+
+/// One `[[bus.subscriptions]]` entry: actor `actor_type/key` receives every event whose topic
+/// matches `topic`, as a turn of its `handle` with msg-type = the event's topic.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subscription {
+    /// The receiving actor's type.
+    pub actor_type: String,
+    /// The receiving instance's key (the actor is activated on the first event).
+    pub key: String,
+    /// Topic pattern: `a.b.c` exact, `a.*.c` one segment, `a.b.*` one or more trailing
+    /// segments, at most 20 segments.
+    pub topic: String,
+    /// `routed` (default) or `broadcast`.
+    #[serde(default)]
+    pub mode: SubscriptionMode,
+}
+
+impl Subscription {
+    /// A routed subscription of `actor_type/key` to `topic`.
+    pub fn routed(actor_type: &str, key: &str, topic: &str) -> Self {
+        Self {
+            actor_type: actor_type.into(),
+            key: key.into(),
+            topic: topic.into(),
+            mode: SubscriptionMode::Routed,
+        }
+    }
+
+    /// A broadcast subscription of `actor_type/key` to `topic`.
+    pub fn broadcast(actor_type: &str, key: &str, topic: &str) -> Self {
+        Self {
+            mode: SubscriptionMode::Broadcast,
+            ..Self::routed(actor_type, key, topic)
+        }
+    }
+
+    /// Rejects a bad pattern or receiver id with [`LoadError::Subscription`].
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let err = |reason: String| LoadError::Subscription {
+            actor_type: self.actor_type.clone(),
+            topic: self.topic.clone(),
+            reason,
+        };
+        crate::registry::ActorId::new(&self.actor_type, &self.key)
+            .map_err(|e| err(e.to_string()))?;
+        sluice_bus::TopicPattern::parse(&self.topic).map_err(|e| err(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// The `[bus.rate_limit]` table: the IPC rate limiter applied to `bus.publish`, `tell` and
+/// `outbox.dispatch` made by actors, per (calling actor type, principal), in bytes of payload
+/// per 1-second window. Absent = no limiter (the call paths then pay one branch).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitSettings {
+    /// Bytes per second for principals not listed in `quotas`. Default 10 MiB.
+    pub default_quota_bytes_per_sec: u64,
+    /// Per-principal quotas, bytes per second (`system` included).
+    pub quotas: BTreeMap<String, u64>,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        Self {
+            default_quota_bytes_per_sec: sluice_flow::ratelimit::DEFAULT_QUOTA_BYTES_PER_SEC,
+            quotas: BTreeMap::new(),
+        }
+    }
+}
+
+impl RateLimitSettings {
+    /// The limiter's config.
+    pub fn to_config(&self) -> sluice_bus::RateLimitConfig {
+        let mut c =
+            sluice_bus::RateLimitConfig::default().default_quota(self.default_quota_bytes_per_sec);
+        for (p, q) in &self.quotas {
+            c = c.quota_override(p.clone(), *q);
+        }
+        c
+    }
+}
+
+/// The `[bus]` table. Every field has a default; a host always has a bus (a publish with no
+/// subscriber succeeds and reaches nobody).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BusSettings {
+    /// Slots of the shared broadcast ring. Default 1024.
+    pub broadcast_capacity: usize,
+    /// Byte budget of each routed subscription (payload + topic bytes). Default 1 MiB.
+    pub route_budget_bytes: usize,
+    /// Events one principal may hold in one routed subscription. Default 256.
+    pub max_per_principal: usize,
+    /// Floor of the DRR quantum, bytes. Default 4096.
+    pub min_quantum_bytes: usize,
+    /// Events of one subscription queued or running in the receiver's mailbox at once.
+    /// The backlog beyond it waits in the subscription (fair, bounded, counted), not in the
+    /// mailbox. Default 4.
+    pub delivery_window: usize,
+    /// The IPC rate limiter; absent = none.
+    pub rate_limit: Option<RateLimitSettings>,
+    /// Who receives what.
+    pub subscriptions: Vec<Subscription>,
+}
+
+impl Default for BusSettings {
+    fn default() -> Self {
+        Self {
+            broadcast_capacity: sluice_bus::DEFAULT_BROADCAST_CAPACITY,
+            route_budget_bytes: sluice_flow::drr::DEFAULT_BUDGET_BYTES,
+            max_per_principal: sluice_flow::drr::DEFAULT_MAX_PER_PRINCIPAL,
+            min_quantum_bytes: sluice_flow::drr::DEFAULT_MIN_QUANTUM_BYTES,
+            delivery_window: 4,
+            rate_limit: None,
+            subscriptions: Vec::new(),
+        }
+    }
+}
+
+impl BusSettings {
+    /// Adds a subscription.
+    pub fn subscribe(mut self, s: Subscription) -> Self {
+        self.subscriptions.push(s);
+        self
+    }
+
+    /// Sets the IPC rate limiter.
+    pub fn rate_limit(mut self, r: RateLimitSettings) -> Self {
+        self.rate_limit = Some(r);
+        self
+    }
+
+    /// Rejects settings that cannot work, and every bad subscription pattern.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: &str| Err(LoadError::Config(m.to_string()));
+        if self.broadcast_capacity == 0 || self.broadcast_capacity > 1 << 20 {
+            return bad("bus.broadcast_capacity must be in 1..=1048576");
+        }
+        if self.route_budget_bytes == 0 {
+            return bad("bus.route_budget_bytes must be positive");
+        }
+        if self.max_per_principal == 0 {
+            return bad("bus.max_per_principal must be positive");
+        }
+        if self.min_quantum_bytes == 0 {
+            return bad("bus.min_quantum_bytes must be positive");
+        }
+        if self.delivery_window == 0 || self.delivery_window > 1024 {
+            return bad("bus.delivery_window must be in 1..=1024");
+        }
+        for s in &self.subscriptions {
+            s.validate()?;
+        }
+        Ok(())
     }
 }
 
@@ -281,8 +468,8 @@ pub struct AppConfig {
     pub supervisor: SupervisorConfig,
     /// The outbox's settings (see the outbox crate).
     pub outbox: Option<toml::Table>,
-    /// The bus's settings.
-    pub bus: Option<toml::Table>,
+    /// The `[bus]` table: bounds, rate limits, subscriptions.
+    pub bus: BusSettings,
 }
 
 impl AppConfig {
@@ -290,6 +477,7 @@ impl AppConfig {
     pub fn parse(text: &str) -> Result<Self, LoadError> {
         let cfg: Self = toml::from_str(text).map_err(|e| LoadError::Config(e.to_string()))?;
         cfg.host.validate()?;
+        cfg.bus.validate()?;
         for c in &cfg.supervisor.children {
             c.validate()?;
         }
@@ -343,5 +531,48 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("mailbox_strategy"), "{e}");
         assert!(AppConfig::parse("[host]\nbogus = 1").is_err());
+    }
+
+    #[test]
+    fn parses_bus_table_and_rejects_bad_patterns_typed() {
+        let cfg = AppConfig::parse(
+            r#"
+            [bus]
+            broadcast_capacity = 64
+            [bus.rate_limit]
+            default_quota_bytes_per_sec = 1000
+            quotas = { alice = 10 }
+            [[bus.subscriptions]]
+            actor_type = "Audit"
+            key = "1"
+            topic = "orders.*"
+            [[bus.subscriptions]]
+            actor_type = "Dash"
+            key = "0"
+            topic = "orders.*.created"
+            mode = "broadcast"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.bus.broadcast_capacity, 64);
+        assert_eq!(cfg.bus.route_budget_bytes, 1 << 20);
+        assert_eq!(cfg.bus.subscriptions[0].mode, SubscriptionMode::Routed);
+        assert_eq!(cfg.bus.subscriptions[1].mode, SubscriptionMode::Broadcast);
+        let rl = cfg.bus.rate_limit.unwrap().to_config();
+        assert_eq!(rl.quota_for("alice"), 10);
+        assert_eq!(rl.quota_for("bob"), 1000);
+        let deep = vec!["x"; 21].join(".");
+        for topic in ["orders..x", "a.b*", deep.as_str()] {
+            let text = format!("[[bus.subscriptions]]\nactor_type='A'\nkey='1'\ntopic='{topic}'");
+            let e = AppConfig::parse(&text).unwrap_err();
+            assert!(matches!(e, LoadError::Subscription { .. }), "{topic}: {e}");
+            assert!(e.to_string().contains("INVALID_ARGUMENT"), "{e}");
+        }
+        assert!(
+            AppConfig::parse(
+                "[[bus.subscriptions]]\nactor_type='A'\nkey='1'\ntopic='a'\nmode='fanout'"
+            )
+            .is_err()
+        );
     }
 }

@@ -272,4 +272,15 @@ pub enum LoadError {
     /// The app configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A `[[bus.subscriptions]]` entry is invalid: a bad topic pattern (the topic grammar's
+    /// `INVALID_ARGUMENT` reason) or a bad receiver id.
+    #[error("invalid bus subscription of {actor_type} to {topic:?}: {reason}")]
+    Subscription {
+        /// The subscribing actor type.
+        actor_type: String,
+        /// The pattern as written.
+        topic: String,
+        /// Why it was refused.
+        reason: String,
+    },
 }

@@ -13,9 +13,10 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::actor::{self, ActorCell, Message, OfferError, Reply};
 use crate::admission::Admission;
 use crate::bindings::{ActorWorld, ActorWorldPre};
-use crate::config::{AppConfig, ChildSpec, HostConfig};
+use crate::config::{AppConfig, ChildSpec, HostConfig, Subscription};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
 use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
+use crate::host_bus::{HostBus, SubscriptionStats};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
 use crate::state::StoreState;
@@ -53,6 +54,8 @@ pub(crate) struct HostInner {
     /// The durable outbox, once attached (`sluice run` always attaches one).
     outbox: OnceLock<Arc<sluice_outbox::Outbox>>,
     relay: parking_lot::Mutex<Option<sluice_outbox::RelayHandle>>,
+    /// The event bus, its rate limiter and its subscriptions (`host_bus.rs`).
+    pub bus: HostBus,
     _ticker: EpochTicker,
 }
 
@@ -182,7 +185,7 @@ impl HostInner {
     /// Finds (or activates) the cell for `id` and offers the message `make` builds, looking
     /// again when a concurrent deactivation closed the cell it found. An `arrival` (empty call
     /// chain) passes the admission caps first; with every cap off that is one branch.
-    fn deliver(
+    pub(crate) fn deliver(
         self: &Arc<Self>,
         id: &ActorId,
         arrival: bool,
@@ -264,6 +267,7 @@ impl HostInner {
             enqueued: Instant::now(),
             reply: None,
             permit: None,
+            window_permit: None,
         }
     }
 
@@ -491,7 +495,9 @@ impl Host {
         let cache = ComponentCache::new(engine.clone(), config.cache_dir.clone());
         let ticker = EpochTicker::start(engine.clone());
         let admission = Admission::new(&config);
-        Ok(Self {
+        let bus = HostBus::new(&config.bus);
+        let subscriptions = config.bus.subscriptions.clone();
+        let host = Self {
             inner: Arc::new(HostInner {
                 config,
                 engine,
@@ -506,9 +512,14 @@ impl Host {
                 system: Arc::from("system"),
                 outbox: OnceLock::new(),
                 relay: parking_lot::Mutex::new(None),
+                bus,
                 _ticker: ticker,
             }),
-        })
+        };
+        for sub in subscriptions {
+            host.inner.subscribe(sub)?;
+        }
+        Ok(host)
     }
 
     /// Starts a host for the app in `dir` and deploys every child of its config.
@@ -531,6 +542,7 @@ impl Host {
         if cfg.cache_dir.is_none() {
             cfg.cache_dir = Some(dir.join(".sluice").join("cache"));
         }
+        cfg.bus = app.bus.clone();
         overrides(&mut cfg);
         let host = Self::new(cfg)?;
         let mut ocfg: sluice_outbox::OutboxConfig = match &app.outbox {
@@ -755,9 +767,40 @@ impl Host {
         self.inner.inflight.load(Ordering::Relaxed)
     }
 
+    /// Publishes `payload` on `topic` on behalf of `principal` (`None` = `system`), as the
+    /// host or an embedder: no sending actor, not rate-limited. A bad topic is
+    /// `INVALID_ARGUMENT`. Succeeds with no subscriber (the report says whom it reached).
+    pub fn publish(
+        &self,
+        topic: &str,
+        payload: impl Into<Vec<u8>>,
+        principal: Option<&str>,
+    ) -> Result<sluice_bus::PublishReport, ActorError> {
+        let principal = principal.map_or_else(|| self.inner.system.clone(), Arc::from);
+        self.inner.publish(None, &principal, topic, payload.into())
+    }
+
+    /// Adds a subscription at run time (the app config's `[[bus.subscriptions]]` are added
+    /// by [`Host::new`]). A bad pattern is [`LoadError::Subscription`].
+    pub fn subscribe(&self, sub: Subscription) -> Result<(), LoadError> {
+        self.inner.subscribe(sub)
+    }
+
+    /// Delivery counters, depth, bytes and age of every subscription.
+    pub fn bus_stats(&self) -> Vec<SubscriptionStats> {
+        self.inner.bus.stats()
+    }
+
+    /// The underlying bus, for embedders that consume events in Rust (`subscribe`,
+    /// `subscribe_routed`).
+    pub fn event_bus(&self) -> &sluice_bus::EventBus {
+        &self.inner.bus.bus
+    }
+
     /// Stops accepting messages and ends every activation after its current turn.
     pub fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::Release);
+        self.inner.bus.stop();
         for t in self.inner.registry.all() {
             for c in t.cells.lock().values() {
                 c.notify.notify_one();

@@ -10,6 +10,7 @@ pub mod config;
 mod engine;
 pub mod error;
 mod host;
+mod host_bus;
 #[doc(hidden)]
 pub mod raw;
 mod registry;
@@ -17,10 +18,15 @@ mod reliable;
 mod state;
 
 pub use call::Call;
-pub use config::{AppConfig, ChildSpec, HostConfig, WasiGrants};
+pub use config::{
+    AppConfig, BusSettings, ChildSpec, HostConfig, RateLimitSettings, Subscription,
+    SubscriptionMode, WasiGrants,
+};
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};
+pub use host_bus::SubscriptionStats;
 pub use registry::ActorId;
 pub use reliable::DeliveryPath;
+pub use sluice_bus as bus;
 pub use sluice_flow::mailbox::MailboxStrategy;
 pub use sluice_outbox as outbox;

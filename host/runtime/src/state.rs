@@ -200,6 +200,12 @@ impl host::Host for StoreState {
         msg_type: String,
         payload: Vec<u8>,
     ) -> WtResult<Result<wit::TellReceipt, wit::ActorError>> {
+        if let Err(e) = self
+            .host
+            .check_ipc(&self.self_id, &self.turn.principal, payload.len())
+        {
+            return Ok(Err(to_wit(e)));
+        }
         let opts = self.inside_turn();
         Ok(self
             .host
@@ -288,6 +294,14 @@ impl outbox::Host for StoreState {
             Ok(m) => m,
             Err(e) => return Ok(Err(to_wit(e))),
         };
+        // Charged as the bytes it sends: one payload per target.
+        let bytes = req.payload.len().saturating_mul(req.targets.len());
+        if let Err(e) = self
+            .host
+            .check_ipc(&self.self_id, &self.turn.principal, bytes)
+        {
+            return Ok(Err(to_wit(e)));
+        }
         let t0 = Instant::now();
         let host = self.host.clone();
         let r = host.dispatch(msgs).await;
@@ -309,6 +323,12 @@ impl outbox::Host for StoreState {
             Ok(id) => id,
             Err(e) => return Ok(Err(to_wit(e))),
         };
+        if let Err(e) = self
+            .host
+            .check_ipc(&self.self_id, &self.turn.principal, payload.len())
+        {
+            return Ok(Err(to_wit(e)));
+        }
         let opts = self.inside_turn();
         let t0 = Instant::now();
         let host = self.host.clone();
@@ -325,11 +345,13 @@ impl outbox::Host for StoreState {
 impl bus::Host for StoreState {
     async fn publish(
         &mut self,
-        _topic: String,
-        _payload: Vec<u8>,
+        topic: String,
+        payload: Vec<u8>,
     ) -> WtResult<Result<(), wit::ActorError>> {
-        Ok(Err(to_wit(ActorError::unavailable(
-            "the event bus is not enabled on this host",
-        ))))
+        Ok(self
+            .host
+            .publish(Some(&self.self_id), &self.turn.principal, &topic, payload)
+            .map(|_| ())
+            .map_err(to_wit))
     }
 }

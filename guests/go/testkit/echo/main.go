@@ -4,6 +4,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -35,7 +36,12 @@ func sender(env *sluice.Envelope) *string {
 }
 
 func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
-	switch env.MsgType {
+	msgType := env.MsgType
+	if strings.HasPrefix(msgType, "evt.") {
+		// Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
+		msgType = "record"
+	}
+	switch msgType {
 	case "init_config":
 		return []byte(a.config), nil
 	case "whoami":

@@ -37,7 +37,8 @@ class Echo(sluice.Actor):
         if t == "log":
             host.log("info", env.text)
             return ok()
-        if t == "record":
+        # Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
+        if t == "record" or t.startswith("evt."):
             self.items.append(env.text)
             self.envelopes.append({"msg_type": t, "principal": env.principal, "sender": env.sender})
             return {"count": len(self.items)}

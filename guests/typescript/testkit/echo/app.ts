@@ -16,7 +16,8 @@ class Echo {
   }
 
   handle(env: Envelope): unknown {
-    switch (env.msgType) {
+    // Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
+    switch (env.msgType.startsWith("evt.") ? "record" : env.msgType) {
       case "init_config":
         return this.config;
       case "whoami":

@@ -5,7 +5,7 @@
 
 mod receiver;
 
-pub use receiver::{RouteStats, RoutedReceiver};
+pub use receiver::{RouteStats, RouteStatsHandle, RoutedReceiver};
 
 use crate::metrics::{
     ACTIVE_PRINCIPALS, BUDGET_BYTES_IN_USE, BYTE_EVICTIONS_TOTAL, QUANTUM_STARVED_TOTAL,

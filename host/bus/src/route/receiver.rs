@@ -68,6 +68,35 @@ impl RoutedReceiver {
     pub fn stats(&self) -> RouteStats {
         self.route.stats()
     }
+
+    /// A handle that reads [`stats`](Self::stats) from elsewhere (a status
+    /// page) while this receiver is owned by its consuming task.
+    pub fn stats_handle(&self) -> RouteStatsHandle {
+        RouteStatsHandle {
+            route: Arc::clone(&self.route),
+        }
+    }
+}
+
+/// Reads one routed subscription's [`RouteStats`] without owning its receiver.
+#[derive(Clone)]
+pub struct RouteStatsHandle {
+    route: Arc<Route>,
+}
+
+impl RouteStatsHandle {
+    /// Depth, bytes, age and counters of the subscription's queue.
+    pub fn stats(&self) -> RouteStats {
+        self.route.stats()
+    }
+}
+
+impl std::fmt::Debug for RouteStatsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteStatsHandle")
+            .field("pattern", &self.route.pattern.as_str())
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for RoutedReceiver {

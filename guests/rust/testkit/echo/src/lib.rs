@@ -104,7 +104,8 @@ impl Actor for Echo {
                 host::log(LogLevel::Info, &String::from_utf8_lossy(&env.payload));
                 json!({"ok": true})
             }
-            "record" => {
+            // Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
+            t if t == "record" || t.starts_with("evt.") => {
                 self.items.push(String::from_utf8_lossy(&env.payload).into_owned());
                 self.envelopes.push(json!({"msg_type": env.msg_type, "principal": env.principal, "sender": env.sender}));
                 json!({"count": self.items.len()})
