@@ -24,6 +24,8 @@ fn calls() -> u64 {
 
 /// One driver: `n` calls to `me`, three tells then one ask (which, FIFO, also waits for the
 /// tells); every 16th ask is a guest-side ask of `peer`, whose reply the host lowers into `me`.
+/// The peer never asks back: two actors asking each other at once would deadlock until
+/// their deadlines, as in any actor system.
 async fn drive(host: Host, me: &'static str, peer: &'static str, n: u64) -> u64 {
     let mut asks = 0;
     for i in 0..n {
@@ -63,18 +65,18 @@ async fn mixed_tell_ask_soak_runs_without_a_trap(lang: Lang) {
         return;
     };
     // A marker in each instance's memory: a trap would restart it and lose the marker.
-    for id in ["Echo/a", "Echo/b"] {
+    for id in ["Echo/a", "Echo/b", "Echo/peer"] {
         host.ask(id, "record", "marker", T).await.unwrap();
     }
     let n = calls();
     let t0 = Instant::now();
-    let a = tokio::spawn(drive(host.clone(), "Echo/a", "Echo/b", n / 2));
-    let b = tokio::spawn(drive(host.clone(), "Echo/b", "Echo/a", n - n / 2));
+    let a = tokio::spawn(drive(host.clone(), "Echo/a", "Echo/peer", n / 2));
+    let b = tokio::spawn(drive(host.clone(), "Echo/b", "Echo/peer", n - n / 2));
     let asks = a.await.unwrap() + b.await.unwrap();
     let took = t0.elapsed();
     // The instances were never restarted: a trap fails an ask above, or (in a tell) loses
     // the marker here.
-    for id in ["Echo/a", "Echo/b"] {
+    for id in ["Echo/a", "Echo/b", "Echo/peer"] {
         let r = sluice_tests::json(&host.ask(id, "recorded", "", T).await.unwrap());
         assert_eq!(r["items"], json!(["marker"]), "{lang:?} {id} was restarted");
     }
