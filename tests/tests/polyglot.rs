@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
-use sluice_tests::{
-    Lang, json, per_language, per_language_ignored, poly_host, test_config, wait_until,
-};
+use sluice_tests::{Lang, json, per_language, poly_host, test_config, wait_until};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -17,13 +15,9 @@ per_language!(
     echo_contract_holds_on_the_real_host,
     outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host,
     trap_restarts_the_instance_and_the_next_message_succeeds,
-);
-
-// Written but not yet seen passing in every language: run with `./scripts/test.sh --all`.
-per_language_ignored!(
-    "not yet verified in every language; ./scripts/test.sh --all":
     full_mailbox_reaches_guest_as_resource_exhausted,
     ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found,
+    overloaded_callee_reaches_guest_as_overloaded_with_its_details,
     infinite_loop_is_interrupted_and_restarted,
     memory_hog_gets_resource_exhausted_at_its_limit,
 );
@@ -272,4 +266,29 @@ async fn memory_hog_gets_resource_exhausted_at_its_limit(lang: Lang) {
         );
     }
     assert_eq!(host.ask("Hog/1", "ok", "", T).await.unwrap(), b"alive");
+}
+
+/// Admission caps never refuse calls made inside a turn, so the only way `OVERLOADED` reaches
+/// guest code is from a callee that sheds load itself: its SDK raises `Overloaded` with scope,
+/// depth and limit, the error crosses the host verbatim, and the caller's SDK maps it back.
+async fn overloaded_callee_reaches_guest_as_overloaded_with_its_details(lang: Lang) {
+    let Some(host) = poly_host(test_config(), lang, vec![(echo_spec(), "echo")]).await else {
+        return;
+    };
+    let r = via_guest(
+        &host,
+        "ask",
+        json!({"to": "Echo/shedder", "msg_type": "shed", "payload": "", "timeout_ms": 5000}),
+    )
+    .await;
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(
+        r["error"],
+        json!({"type": "Overloaded", "code": "overloaded", "message": "OVERLOADED: shedding load",
+               "retry_after_ms": null, "skipped": false, "scope": "actor", "depth": 7, "limit": 5}),
+        "{r}"
+    );
+    // And from outside, the host API sees the same typed error.
+    let e = host.ask("Echo/shedder", "shed", "", T).await.unwrap_err();
+    assert_eq!(e.code, sluice_runtime::ErrorCode::Overloaded, "{e}");
 }

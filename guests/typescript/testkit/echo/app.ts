@@ -1,6 +1,6 @@
 // TESTKIT `echo`: the workhorse test actor (see guests/TESTKIT.md).
 import {
-  DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, Envelope, InvalidArgument, SluiceError,
+  DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, Envelope, InvalidArgument, Overloaded, SluiceError,
   decodeUtf8, host, register,
 } from "@sluice/guest";
 
@@ -26,6 +26,8 @@ class Echo {
         return { now_ms: host.nowMs() };
       case "fail":
         throw new InvalidArgument("bad input");
+      case "shed":
+        throw new Overloaded("OVERLOADED: shedding load", { scope: "actor", depth: 7, limit: 5 });
       case "log":
         host.log("info", env.text);
         return ok();

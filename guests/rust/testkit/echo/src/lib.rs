@@ -1,7 +1,7 @@
 //! The `echo` test actor (guests/TESTKIT.md): echoes, and exercises every host import,
 //! reporting the SDK's typed errors as JSON so one test body checks every language.
 use serde_json::{Value, json};
-use sluice_guest::{Actor, Conflict, DeliveryPath, DispatchMode, Envelope, Error, LogLevel, TellReceipt, bus, host, outbox};
+use sluice_guest::{Actor, Conflict, DeliveryPath, DispatchMode, Envelope, Error, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt, bus, host, outbox};
 
 struct Echo {
     config: String,
@@ -57,6 +57,12 @@ impl Actor for Echo {
                 "sender": env.sender, "deadline_ms": env.deadline_ms}),
             "now" => json!({"now_ms": host::now_ms()}),
             "fail" => return Err(Error::invalid_argument("bad input")),
+            "shed" => {
+                return Err(Error {
+                    overload: Some(OverloadInfo { scope: OverloadScope::Actor, depth: 7, limit: 5 }),
+                    ..Error::new(ErrorCode::Overloaded, "OVERLOADED: shedding load")
+                });
+            }
             "tell" => match host::tell(s(&req, "to"), s(&req, "msg_type"), s(&req, "payload")) {
                 Ok(r) => json!({"ok": true, "receipt": receipt(r)}),
                 Err(e) => report(&e),
