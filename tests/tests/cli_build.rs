@@ -22,7 +22,6 @@ fn sluice_binary() -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "builds the CLI and a TypeScript guest (minutes): ./scripts/test.sh --all"]
 async fn sluice_build_makes_a_typescript_quickjs_guest_that_runs_on_the_host() {
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-build");
     std::fs::create_dir_all(&out_dir).unwrap();
