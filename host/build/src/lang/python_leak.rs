@@ -177,32 +177,19 @@ impl Reencode for Patcher {
                 | Operator::Try { .. } => depth += 1,
                 Operator::If { blockty } => {
                     depth += 1;
-                    let cond = recent.len() >= 2
-                        && matches!(recent[recent.len() - 1], Operator::I32Eqz)
-                        && *blockty == wasmparser::BlockType::Empty;
-                    if let (
-                        true,
-                        Some(Pending {
-                            cx, len: Some(len), ..
-                        }),
-                    ) = (cond, pending)
-                    {
-                        if let Operator::LocalGet { local_index: ptr } = recent[recent.len() - 2] {
-                            open.push(Open {
-                                cx,
-                                len,
-                                ptr,
-                                depth,
-                            });
-                        }
+                    if let Some((cx, len, ptr)) = site(&recent, pending, *blockty) {
+                        open.push(Open {
+                            cx,
+                            len,
+                            ptr,
+                            depth,
+                        });
                     }
                     pending = None;
                 }
-                Operator::Else => {
-                    // Already has an else: leave it alone.
-                    if open.last().is_some_and(|o| o.depth == depth) {
-                        open.pop();
-                    }
+                // Already has an else: leave it alone.
+                Operator::Else if open.last().is_some_and(|o| o.depth == depth) => {
+                    open.pop();
                 }
                 Operator::End => {
                     if open.last().is_some_and(|o| o.depth == depth) {
@@ -261,5 +248,158 @@ impl Reencode for Patcher {
         }
         code.function(&f);
         Ok(())
+    }
+}
+
+/// `(cx, len, ptr)` when an `if` closes the shape a `pop_list` call started:
+/// `local.get ptr; i32.eqz; if` with no result.
+fn site(
+    recent: &[Operator<'_>],
+    pending: Option<Pending>,
+    blockty: wasmparser::BlockType,
+) -> Option<(u32, u32, u32)> {
+    let Pending {
+        cx, len: Some(len), ..
+    } = pending?
+    else {
+        return None;
+    };
+    match (blockty, recent) {
+        (
+            wasmparser::BlockType::Empty,
+            [
+                ..,
+                Operator::LocalGet { local_index: ptr },
+                Operator::I32Eqz,
+            ],
+        ) => Some((cx, len, *ptr)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_encoder::{
+        CodeSection, EntityType, Function, FunctionSection, ImportSection, MemArg, Module,
+        TypeSection, ValType,
+    };
+
+    const I32: ValType = ValType::I32;
+
+    /// A component holding one module shaped like wit-dylib's bindings: locals 0 = cx,
+    /// 1 = scratch, 2 = len, 3 = ptr.
+    fn component(with_else: bool) -> Vec<u8> {
+        let mut types = TypeSection::new();
+        types.ty().function([I32; 3], [I32]);
+        types.ty().function([I32; 5], []);
+        types.ty().function([I32; 2], []);
+        let mut imports = ImportSection::new();
+        imports.import(
+            "env",
+            "memory",
+            wasm_encoder::MemoryType {
+                minimum: 1,
+                maximum: None,
+                memory64: false,
+                shared: false,
+                page_size_log2: None,
+            },
+        );
+        imports.import("env", POP_LIST, EntityType::Function(0));
+        imports.import("env", DEALLOC_BYTES, EntityType::Function(1));
+        let mut funcs = FunctionSection::new();
+        funcs.function(2);
+        let mem = MemArg {
+            offset: 0,
+            align: 2,
+            memory_index: 0,
+        };
+        let mut f = Function::new([(2, I32)]);
+        for i in [
+            Instruction::LocalGet(0),
+            Instruction::I32Const(0),
+            Instruction::LocalGet(1),
+            Instruction::I32Const(80),
+            Instruction::I32Add,
+            Instruction::Call(0),
+            Instruction::LocalSet(2),
+            Instruction::LocalGet(1),
+            Instruction::I32Load(mem),
+            Instruction::LocalSet(3),
+            Instruction::LocalGet(3),
+            Instruction::I32Eqz,
+            Instruction::If(wasm_encoder::BlockType::Empty),
+            Instruction::Nop,
+        ] {
+            f.instruction(&i);
+        }
+        if with_else {
+            f.instruction(&Instruction::Else);
+        }
+        f.instruction(&Instruction::End);
+        f.instruction(&Instruction::End);
+        let mut code = CodeSection::new();
+        code.function(&f);
+        let mut m = Module::new();
+        m.section(&types)
+            .section(&imports)
+            .section(&funcs)
+            .section(&code);
+        let m = m.finish();
+        let mut c = b"\0asm\x0d\x00\x01\x00".to_vec();
+        c.push(1);
+        m.len().encode(&mut c);
+        c.extend_from_slice(&m);
+        c
+    }
+
+    fn operators(component: &[u8]) -> Vec<String> {
+        let (n, start) = leb(component, 9).unwrap();
+        let m = &component[start..start + n];
+        let mut ops = Vec::new();
+        for p in Parser::new(0).parse_all(m) {
+            if let Payload::CodeSectionEntry(body) = p.unwrap() {
+                for op in body.get_operators_reader().unwrap() {
+                    ops.push(format!("{:?}", op.unwrap()));
+                }
+            }
+        }
+        ops
+    }
+
+    #[test]
+    fn adds_the_missing_else_that_frees_the_interpreters_buffer() {
+        let (out, sites) = patch(&component(false)).unwrap();
+        assert_eq!(sites, 1);
+        let ops = operators(&out);
+        let tail: Vec<&str> = ops[ops.len() - 9..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "Else",
+                "LocalGet { local_index: 0 }",
+                "LocalGet { local_index: 3 }",
+                "LocalGet { local_index: 2 }",
+                "I32Const { value: 1 }",
+                "I32Const { value: 1 }",
+                "Call { function_index: 1 }",
+                "End",
+                "End"
+            ]
+        );
+        wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+            .validate_all(&out)
+            .unwrap();
+        // Idempotent: the patched site now has its else.
+        assert_eq!(patch(&out).unwrap().1, 0);
+    }
+
+    #[test]
+    fn leaves_an_existing_else_and_other_modules_alone() {
+        let input = component(true);
+        let (out, sites) = patch(&input).unwrap();
+        assert_eq!(sites, 0);
+        assert_eq!(out, input);
     }
 }
