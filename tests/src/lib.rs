@@ -113,7 +113,9 @@ pub fn toolchains_required() -> bool {
 }
 
 /// A content hash of everything a `lang` guest build reads: the language folder (SDK, testkit,
-/// vendored runtime, lock files; not `node_modules`, build outputs or caches) and `wit/`.
+/// vendored runtime, lock files; not `node_modules`, build outputs or caches), `wit/` and
+/// `sluice_build`'s sources (it post-processes some outputs, e.g. the Python leak fix, so a
+/// change there must not reuse guests built before it).
 fn source_hash(lang: Lang) -> String {
     use sha2::{Digest, Sha256};
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -139,6 +141,7 @@ fn source_hash(lang: Lang) -> String {
     let mut files = Vec::new();
     walk(&root().join("guests").join(lang.dir()), &mut files);
     walk(&root().join("wit"), &mut files);
+    walk(&root().join("host").join("build").join("src"), &mut files);
     files.sort();
     let mut h = Sha256::new();
     for f in files {

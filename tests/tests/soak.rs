@@ -2,6 +2,9 @@
 //! crash (stock `go.bytecodealliance.org/pkg` v0.4.0 traps with "cannot leave component
 //! instance" after ~50k calls when a `cabi_realloc` triggers the GC), and catches the same class
 //! of bug in any SDK: argument and reply lowering under allocation pressure, guest-side asks.
+//! It also catches per-call leaks: componentize-py 0.25.1 leaks every `bytes` it lowers (each
+//! reply, each import payload), which took the Python echo to its 128 MiB limit after ~57k
+//! calls; `sluice_build` patches that (host/build/src/lang/python_leak.rs, guests/python/README.md).
 //!
 //! `SLUICE_SOAK_CALLS` overrides the number of host calls per language (default 200,000).
 

@@ -2,6 +2,7 @@
 
 pub(crate) mod go;
 pub(crate) mod python;
+mod python_leak;
 pub(crate) mod rust;
 pub(crate) mod typescript;
 

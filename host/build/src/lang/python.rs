@@ -1,5 +1,6 @@
 //! Python: componentize-py with the SDK's `sluice_main` entry module importing `app.py`.
 
+use std::path::Path;
 use std::process::Command;
 
 use super::Ctx;
@@ -29,5 +30,25 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         .arg(ctx.output)
         .current_dir(ctx.dir);
     ctx.step("componentize-py", || process::run("componentize-py", cmd))?;
-    Ok(())
+    ctx.step("free lowered bytes", || patch_leak(ctx.output))
+}
+
+/// componentize-py 0.25.1 leaks every `bytes` it lowers (results of `handle`, payloads passed
+/// to imports); see `python_leak`.
+fn patch_leak(path: &Path) -> Result<()> {
+    let io = |e| BuildError::Io {
+        context: path.display().to_string(),
+        source: e,
+    };
+    let wasm = std::fs::read(path).map_err(io)?;
+    let (patched, sites) = super::python_leak::patch(&wasm)?;
+    if sites == 0 {
+        tracing::warn!(
+            "componentize-py output has no wit-dylib list lowering to patch; \
+             left as is (a componentize-py other than 0.25.1?)"
+        );
+        return Ok(());
+    }
+    tracing::debug!(sites, "freed componentize-py's lowered byte lists");
+    std::fs::write(path, patched).map_err(io)
 }
