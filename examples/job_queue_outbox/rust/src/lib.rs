@@ -117,11 +117,15 @@ impl Leader {
                 let payload = json!({"task": "thundering_herd", "priority": "high", "task_id": t});
                 let targets = workers(n);
                 let t0 = host::now_ms();
-                let (a, r) = dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
+                let (a, r) =
+                    dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
                 let wall_ms = host::now_ms() - t0;
-                let (a2, r2) = dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
-                out(json!({"targets": n, "accepted": a, "rejected": r, "wall_ms": wall_ms,
-                    "redelivery": {"accepted": a2, "rejected": r2}}))
+                let (a2, r2) =
+                    dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
+                out(
+                    json!({"targets": n, "accepted": a, "rejected": r, "wall_ms": wall_ms,
+                    "redelivery": {"accepted": a2, "rejected": r2}}),
+                )
             }
             "config_wave_deploy" => {
                 let n = u(req, "workers", 100);
@@ -132,8 +136,13 @@ impl Leader {
                 for (i, wave) in all.chunks(wave_size as usize).enumerate() {
                     let t0 = host::now_ms();
                     let cfg = json!({"task": "config", "version": v});
-                    let (a, r) =
-                        dispatch(wave, &cfg, DispatchMode::Cast, &format!("config-{v}"), Conflict::Append)?;
+                    let (a, r) = dispatch(
+                        wave,
+                        &cfg,
+                        DispatchMode::Cast,
+                        &format!("config-{v}"),
+                        Conflict::Append,
+                    )?;
                     let wall_ms = host::now_ms() - t0;
                     for (j, w) in wave.iter().enumerate() {
                         let idx = i * wave_size as usize + j;
@@ -152,21 +161,33 @@ impl Leader {
                     tr += r;
                     waves.push(json!({"wave": i, "targets": wave.len(), "accepted": a, "rejected": r, "wall_ms": wall_ms}));
                 }
-                out(json!({"waves": waves, "total_accepted": ta, "total_rejected": tr,
-                    "config_server_rejected": cs_rejected}))
+                out(
+                    json!({"waves": waves, "total_accepted": ta, "total_rejected": tr,
+                    "config_server_rejected": cs_rejected}),
+                )
             }
             "send_heartbeat" => {
                 let n = u(req, "workers", 100);
                 self.hb_seq += 1;
                 let hb = json!({"type": "heartbeat", "seq": self.hb_seq, "cpu": 0.42});
-                let (a, r) =
-                    dispatch(&workers(n), &hb, DispatchMode::Cast, "hb-leader-worker-101", Conflict::Overwrite)?;
+                let (a, r) = dispatch(
+                    &workers(n),
+                    &hb,
+                    DispatchMode::Cast,
+                    "hb-leader-worker-101",
+                    Conflict::Overwrite,
+                )?;
                 out(json!({"seq": self.hb_seq, "accepted": a, "rejected": r}))
             }
             "heartbeat_burst" => {
                 let count = u(req, "count", 50);
                 let body = json!({"count": count, "to": host::self_id()});
-                let reply = host::ask("Worker/worker-101", "send_heartbeats", body.to_string(), 30_000)?;
+                let reply = host::ask(
+                    "Worker/worker-101",
+                    "send_heartbeats",
+                    body.to_string(),
+                    30_000,
+                )?;
                 Ok(reply)
             }
             "heartbeats" => out(json!({"seqs": self.heartbeats})),
@@ -189,7 +210,8 @@ impl Leader {
                     match host::ask(&collector, "process", sample.to_string(), 2000) {
                         Ok(_) => fast += 1,
                         Err(_) => {
-                            let full = json!({"type": "telemetry", "seq": i, "cpu": 0.5, "mem": 0.8});
+                            let full =
+                                json!({"type": "telemetry", "seq": i, "cpu": 0.5, "mem": 0.8});
                             dispatch(
                                 std::slice::from_ref(&collector),
                                 &full,
@@ -201,13 +223,16 @@ impl Leader {
                         }
                     }
                 }
-                out(json!({"count": count, "fast_path_success": fast, "outbox_fallback": fallback,
-                    "burst_refused": refused}))
+                out(
+                    json!({"count": count, "fast_path_success": fast, "outbox_fallback": fallback,
+                    "burst_refused": refused}),
+                )
             }
             "firmware_rollout" => {
                 let devices = u(req, "devices", 10);
                 let count = u(req, "count", 20);
-                let targets: Vec<String> = (0..devices).map(|d| format!("Device/dev-{d}")).collect();
+                let targets: Vec<String> =
+                    (0..devices).map(|d| format!("Device/dev-{d}")).collect();
                 let (mut a, mut r) = (0, 0);
                 for k in 0..count {
                     let (x, y) = dispatch(
@@ -220,7 +245,9 @@ impl Leader {
                     a += x;
                     r += y;
                 }
-                out(json!({"targets": devices, "messages": devices * count, "accepted": a, "rejected": r}))
+                out(
+                    json!({"targets": devices, "messages": devices * count, "accepted": a, "rejected": r}),
+                )
             }
             "poison" => {
                 let payload = json!({"task": "poison", "body": "{malformed"});
@@ -233,7 +260,9 @@ impl Leader {
                 )?;
                 out(json!({"accepted": a, "rejected": r}))
             }
-            other => Err(Error::invalid_argument(format!("INVALID_ARGUMENT: unknown leader message {other}"))),
+            other => Err(Error::invalid_argument(format!(
+                "INVALID_ARGUMENT: unknown leader message {other}"
+            ))),
         }
     }
 }
@@ -241,8 +270,10 @@ impl Leader {
 impl Worker {
     fn handle(&mut self, msg_type: &str, req: &Value) -> Result<Vec<u8>, Error> {
         match msg_type {
-            "state" => out(json!({"tasks": self.tasks, "config_version": self.config_version,
-                "heartbeats": self.heartbeats})),
+            "state" => out(
+                json!({"tasks": self.tasks, "config_version": self.config_version,
+                "heartbeats": self.heartbeats}),
+            ),
             "fix" => {
                 self.fixed = true;
                 out(json!({"fixed": true}))
@@ -290,7 +321,9 @@ impl Worker {
                 self.tasks.entry(id).or_insert(1);
                 out(json!({"ok": true}))
             }
-            other => Err(Error::invalid_argument(format!("INVALID_ARGUMENT: unknown worker message {other}"))),
+            other => Err(Error::invalid_argument(format!(
+                "INVALID_ARGUMENT: unknown worker message {other}"
+            ))),
         }
     }
 }
@@ -325,7 +358,11 @@ impl JobQueue {
                         }
                     }
                     "burst" => c.bursts += 1,
-                    other => return Err(Error::invalid_argument(format!("INVALID_ARGUMENT: unknown sample {other}"))),
+                    other => {
+                        return Err(Error::invalid_argument(format!(
+                            "INVALID_ARGUMENT: unknown sample {other}"
+                        )));
+                    }
                 }
                 out(json!({"ok": true}))
             }
@@ -334,7 +371,10 @@ impl JobQueue {
                     return out(json!({"firmware": d.firmware}));
                 }
                 if !d.online {
-                    return Err(Error::new(ErrorCode::Unavailable, "UNAVAILABLE: device offline"));
+                    return Err(Error::new(
+                        ErrorCode::Unavailable,
+                        "UNAVAILABLE: device offline",
+                    ));
                 }
                 let k = u(req, "firmware", 0);
                 if !d.firmware.contains(&k) {
@@ -358,17 +398,25 @@ impl Actor for JobQueue {
                 online: cfg.get("online").and_then(Value::as_bool).unwrap_or(true),
                 firmware: Vec::new(),
             }),
-            other => return Err(Error::invalid_argument(format!("INVALID_ARGUMENT: unknown role {other:?}"))),
+            other => {
+                return Err(Error::invalid_argument(format!(
+                    "INVALID_ARGUMENT: unknown role {other:?}"
+                )));
+            }
         };
-        Ok(JobQueue { work_ms: u(&cfg, "work_ms", 0), role })
+        Ok(JobQueue {
+            work_ms: u(&cfg, "work_ms", 0),
+            role,
+        })
     }
 
     fn handle(&mut self, env: Envelope) -> Result<Vec<u8>, Error> {
         let req: Value = if env.payload.is_empty() {
             json!({})
         } else {
-            serde_json::from_slice(&env.payload)
-                .map_err(|e| Error::invalid_argument(format!("INVALID_ARGUMENT: payload is not JSON: {e}")))?
+            serde_json::from_slice(&env.payload).map_err(|e| {
+                Error::invalid_argument(format!("INVALID_ARGUMENT: payload is not JSON: {e}"))
+            })?
         };
         self.handle_json(&env.msg_type, &req)
     }
