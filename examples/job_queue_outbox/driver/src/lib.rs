@@ -725,9 +725,9 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
 // ---------------------------------------------------------------------------------------------
 // offline_delivery: a real `sluice run`, SIGKILLed, then a second host on the same file.
 
-/// Builds the `sluice` binary (`cargo build -p sluice-cli`) once per process and copies it to
-/// a private path, so other builds sharing the target directory cannot swap it underneath.
-/// `SLUICE_BIN` overrides.
+/// Builds the `sluice` binary (`cargo build -p sluice-cli`) once per process and hard-links it
+/// (a copy where links fail) to a private path, so other builds sharing the target directory
+/// cannot swap it underneath. `SLUICE_BIN` overrides.
 pub fn sluice_binary() -> anyhow::Result<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -760,8 +760,11 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
             .ok_or("cargo reported no sluice executable")?;
         let dir = root().join("target/job-queue-outbox/bin");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let private = dir.join(format!("sluice-{}", std::process::id()));
-        std::fs::copy(&exe, &private).map_err(|e| format!("copying {}: {e}", exe.display()))?;
+        let private = dir.join("sluice");
+        let _ = std::fs::remove_file(&private);
+        if std::fs::hard_link(&exe, &private).is_err() {
+            std::fs::copy(&exe, &private).map_err(|e| format!("copying {}: {e}", exe.display()))?;
+        }
         Ok(private)
     })
     .clone()

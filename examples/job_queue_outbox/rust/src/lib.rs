@@ -144,9 +144,9 @@ impl Leader {
                         Conflict::Append,
                     )?;
                     let wall_ms = host::now_ms() - t0;
-                    for (j, w) in wave.iter().enumerate() {
-                        let idx = i * wave_size as usize + j;
-                        let server = format!("ConfigServer/cs-{}", idx % 2);
+                    for w in wave {
+                        // The whole wave downloads from one server, cs-(wave mod 2).
+                        let server = format!("ConfigServer/cs-{}", i % 2);
                         let dl = json!({"download": v, "worker": w});
                         let (_, r) = dispatch(
                             &[server],

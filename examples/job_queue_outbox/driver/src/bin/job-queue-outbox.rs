@@ -101,6 +101,14 @@ async fn main() -> anyhow::Result<()> {
         }
         out.push('\n');
     }
+    out.push_str("\nreports:\n");
+    for (i, scenario) in SCENARIOS.iter().enumerate() {
+        for ((pass, _, detail), l) in results[i].iter().zip(&langs) {
+            if *pass {
+                out.push_str(&format!("  {l} {scenario}: {detail}\n"));
+            }
+        }
+    }
     let failures: Vec<String> = SCENARIOS
         .iter()
         .enumerate()
