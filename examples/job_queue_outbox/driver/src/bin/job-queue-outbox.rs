@@ -138,7 +138,8 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("{out}");
     if failed > 0 {
-        anyhow::bail!("{failed} scenario run(s) failed");
+        eprintln!("job-queue-outbox: {failed} scenario run(s) failed");
+        std::process::exit(1);
     }
     Ok(())
 }
