@@ -16,6 +16,7 @@ on_sqlite!(
     max_attempts_dead_letters_and_unblocks_the_receiver,
     append_stores_a_repeated_key_once,
     overwrite_replaces_pending_and_never_with_an_older_sequence,
+    overwrite_supersedes_a_claimed_row_that_goes_back_to_pending,
     expired_messages_are_dead_lettered_never_delivered,
     dlq_lists_replays_and_purges,
     dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay,

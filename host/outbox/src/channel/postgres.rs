@@ -332,6 +332,7 @@ impl Channel for PostgresChannel {
             s.acks.len(),
             s.retries.len(),
             s.releases.len(),
+            s.retries.len() + s.releases.len(),
             s.dead.len(),
         ]
         .iter()
@@ -508,6 +509,28 @@ async fn settle_on(
         )
         .bind(&ids)
         .bind(&at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    // An OVERWRITE row back to pending while a newer OVERWRITE of its key waits behind it is
+    // superseded (see the SQLite backend).
+    if !s.retries.is_empty() || !s.releases.is_empty() {
+        let ids: Vec<i64> = s
+            .retries
+            .iter()
+            .map(|r| r.id)
+            .chain(s.releases.iter().map(|r| r.id))
+            .collect();
+        sqlx::query(
+            "UPDATE outbox_messages m SET acked = TRUE, claimed_until = 0, settled_at = $1 \
+                 WHERE m.id = ANY($2) AND m.acked = FALSE AND m.dead_lettered = FALSE \
+                 AND m.conflict = 'overwrite' AND m.idempotency_key <> '' \
+                 AND EXISTS (SELECT 1 FROM outbox_messages n WHERE n.receiver = m.receiver \
+                   AND n.idempotency_key = m.idempotency_key AND n.id > m.id \
+                   AND n.acked = FALSE AND n.dead_lettered = FALSE)",
+        )
+        .bind(now_ms)
+        .bind(&ids)
         .execute(&mut *conn)
         .await?;
     }

@@ -287,6 +287,7 @@ impl Channel for SqliteChannel {
             s.acks.len(),
             s.retries.len(),
             s.releases.len(),
+            s.retries.len() + s.releases.len(),
             s.dead.len(),
         ]
         .iter()
@@ -461,6 +462,34 @@ async fn settle_on(
             b.push_bind(r.id).push_bind(r.send_at);
         });
         q.push(") AS v WHERE outbox_messages.id = v.column1");
+        q.build().execute(&mut *conn).await?;
+    }
+    // An OVERWRITE row that went back to pending (failed or not attempted) while a newer
+    // OVERWRITE of its key was stored behind it (it was claimed, so that one could not replace
+    // it) is superseded: last write wins, the stale one is never delivered.
+    let unsettled: Vec<i64> = s
+        .retries
+        .iter()
+        .map(|r| r.id)
+        .chain(s.releases.iter().map(|r| r.id))
+        .collect();
+    for chunk in unsettled.chunks(CHUNK) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "UPDATE outbox_messages SET acked = 1, claimed_until = 0, settled_at = ",
+        );
+        q.push_bind(now_ms).push(
+            " WHERE acked = 0 AND dead_lettered = 0 AND conflict = 'overwrite' \
+             AND idempotency_key <> '' AND EXISTS (SELECT 1 FROM outbox_messages n \
+               WHERE n.receiver = outbox_messages.receiver \
+                 AND n.idempotency_key = outbox_messages.idempotency_key \
+                 AND n.id > outbox_messages.id AND n.acked = 0 AND n.dead_lettered = 0) \
+             AND id IN (",
+        );
+        let mut sep = q.separated(", ");
+        for id in chunk {
+            sep.push_bind(*id);
+        }
+        q.push(")");
         q.build().execute(&mut *conn).await?;
     }
     for chunk in s.dead.chunks(CHUNK) {

@@ -797,3 +797,69 @@ pub async fn fifo_holds_under_backoff_while_batches_stay_full(store: Store) {
     assert_eq!(payloads_of(&rx, "A/1"), want);
     assert_eq!(rx.delivered_count(), 2020);
 }
+
+pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store: Store) {
+    use sluice_outbox::message::{Release, Retry, Settlement};
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let hb = |p: &str| msg("Leader/9", p).with_key("hb", Conflict::Overwrite);
+    let EnqueueOutcome::Inserted { id: a, .. } = outbox.store(hb("beat1")).await.unwrap() else {
+        panic!("first heartbeat not inserted")
+    };
+    // The relay claims beat1; beat2 cannot replace a claimed row, so it is stored behind it.
+    let part = outbox.partition_of("Leader/9");
+    let now = sluice_outbox::now_ms();
+    let claimed = outbox
+        .channel()
+        .claim(part, 10, now, 30_000, 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![a]);
+    let EnqueueOutcome::Inserted { id: b, .. } = outbox.store(hb("beat2")).await.unwrap() else {
+        panic!("second heartbeat not inserted behind the claimed one")
+    };
+    // beat1's delivery fails: it must not come back, beat2 supersedes it.
+    let retry = Settlement {
+        retries: vec![Retry {
+            id: a,
+            send_at: now,
+            last_error: "full".into(),
+        }],
+        ..Default::default()
+    };
+    outbox.channel().settle(&retry, now).await.unwrap();
+    let stale = outbox.channel().get(a).await.unwrap().unwrap();
+    assert!(
+        stale.acked,
+        "the stale heartbeat is still pending: {stale:?}"
+    );
+    assert!(!outbox.channel().get(b).await.unwrap().unwrap().acked);
+    // The same for a claimed row released without an attempt; the newest stays pending.
+    let now = sluice_outbox::now_ms();
+    let claimed = outbox
+        .channel()
+        .claim(part, 10, now, 30_000, 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b]);
+    let EnqueueOutcome::Inserted { id: c, .. } = outbox.store(hb("beat3")).await.unwrap() else {
+        panic!("third heartbeat not inserted")
+    };
+    let release = Settlement {
+        releases: vec![Release {
+            id: b,
+            send_at: now,
+        }],
+        ..Default::default()
+    };
+    outbox.channel().settle(&release, now).await.unwrap();
+    assert!(outbox.channel().get(b).await.unwrap().unwrap().acked);
+    let newest = outbox.channel().get(c).await.unwrap().unwrap();
+    assert!(!newest.acked && newest.delivery_count == 0, "{newest:?}");
+    // Only the newest is delivered.
+    let rx = TestReceiver::new();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the newest heartbeat", T, |r| r.delivered_count() >= 1)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "Leader/9"), vec!["beat3"]);
+}
