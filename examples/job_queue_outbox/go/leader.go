@@ -59,7 +59,8 @@ func (j *JobQueueLeader) Handle(env *sluice.Envelope) ([]byte, error) {
 			return nil, err
 		}
 		if hb.Type != "heartbeat" {
-			return nil, sluice.InvalidArgument(fmt.Sprintf("INVALID_ARGUMENT: the leader takes only heartbeats, not %q", env.Text()))
+			return nil, sluice.InvalidArgument(
+				fmt.Sprintf("INVALID_ARGUMENT: the leader takes only heartbeats, not %q", env.Text()))
 		}
 		j.heartbeats.record(hb.Seq)
 		return sluice.Reply(map[string]any{"seq": hb.Seq})
@@ -101,12 +102,15 @@ func (j *JobQueueLeader) handleThunderingHerd(env *sluice.Envelope) ([]byte, err
 	herdPayload := map[string]any{"task": "thundering_herd", "priority": "high", "task_id": req.TaskID}
 
 	t0 := host.NowMs()
-	first, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload, "cast", req.TaskID, "append")
+	first, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload,
+		"cast", req.TaskID, "append")
 	if err != nil {
 		return nil, fmt.Errorf("thundering_herd: %w", err)
 	}
 	wallMs := host.NowMs() - t0
-	again, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload, "cast", req.TaskID, "append")
+	// The very same dispatch again: a redelivery the idempotency key absorbs.
+	again, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload,
+		"cast", req.TaskID, "append")
 	if err != nil {
 		return nil, fmt.Errorf("thundering_herd redelivery: %w", err)
 	}
@@ -150,22 +154,26 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, e
 		end := min(start+req.WaveSize, len(workers))
 		targets := workers[start:end]
 		t0 := host.NowMs()
-		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, configPayload, "cast", "config-"+req.Version, "append")
+		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets,
+			configPayload, "cast", "config-"+req.Version, "append")
 		if err != nil {
 			return nil, fmt.Errorf("config wave %d: %w", wave, err)
 		}
+		waves = append(waves, waveResult{wave, len(targets), result.Accepted, result.Rejected, host.NowMs() - t0})
 		total.add(result)
+		// Every worker of the wave downloads the version: the config servers take one at a
+		// time with two slots, so they fill; rejected downloads wait in the outbox.
 		for i := start; i < end; i++ {
-			w := fmt.Sprintf("worker-%d", i)
+			w := workers[i]
 			server := fmt.Sprintf("ConfigServer/cs-%d", i%configServers)
-			dl, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{server}, map[string]any{"download": req.Version, "worker": w},
-				"cast", "dl-"+req.Version+"-"+w, "append")
+			download := map[string]any{"download": req.Version, "worker": w}
+			dl, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{server},
+				download, "cast", "dl-"+req.Version+"-"+w, "append")
 			if err != nil {
 				return nil, fmt.Errorf("download for %s: %w", w, err)
 			}
 			servers.add(dl)
 		}
-		waves = append(waves, waveResult{wave, len(targets), result.Accepted, result.Rejected, host.NowMs() - t0})
 	}
 	return sluice.Reply(map[string]any{
 		"waves":                  waves,
@@ -242,7 +250,9 @@ func (j *JobQueueLeader) handleTelemetryTest(env *sluice.Envelope) ([]byte, erro
 		}
 		// Fallback: the outbox, durable, retried with AIMD and backoff.
 		telPayload := map[string]any{"type": "telemetry", "seq": i, "cpu": 0.5, "mem": 0.8}
-		if _, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{collectorID}, telPayload, "cast", fmt.Sprintf("tel-%d", i), "append"); err != nil {
+		_, err = host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{collectorID},
+			telPayload, "cast", fmt.Sprintf("tel-%d", i), "append")
+		if err != nil {
 			return nil, fmt.Errorf("telemetry %d fallback: %w", i, err)
 		}
 		fallbackOK++
@@ -271,7 +281,9 @@ func (j *JobQueueLeader) handleFirmwareRollout(env *sluice.Envelope) ([]byte, er
 	}
 	var total counts
 	for k := 0; k < req.Count; k++ {
-		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, devices, map[string]any{"firmware": k}, "call", fmt.Sprintf("fw-%d", k), "append")
+		firmware := map[string]any{"firmware": k}
+		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, devices, firmware,
+			"call", fmt.Sprintf("fw-%d", k), "append")
 		if err != nil {
 			return nil, fmt.Errorf("firmware %d: %w", k, err)
 		}
@@ -288,7 +300,8 @@ func (j *JobQueueLeader) handleFirmwareRollout(env *sluice.Envelope) ([]byte, er
 // handlePoison dispatches a task the worker cannot parse, in call mode: every attempt fails
 // until the message is dead-lettered.
 func (j *JobQueueLeader) handlePoison() ([]byte, error) {
-	result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{poisonWorkerID}, map[string]any{"task": "poison", "body": "{malformed"},
+	poison := map[string]any{"task": "poison", "body": "{malformed"}
+	result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{poisonWorkerID}, poison,
 		"call", "poison-1", "append")
 	if err != nil {
 		return nil, fmt.Errorf("poison: %w", err)

@@ -119,7 +119,7 @@ func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *t
 		p := payloadOf(t, r)
 		if strings.HasPrefix(r.Targets[0], "ConfigServer/") {
 			w := p["worker"].(string)
-			i := strings.TrimPrefix(w, "worker-")
+			i := strings.TrimPrefix(w, "Worker/worker-")
 			wantServer := map[string]string{"0": "cs-0", "1": "cs-1", "2": "cs-0", "3": "cs-1", "4": "cs-0"}[i]
 			if r.Targets[0] != "ConfigServer/"+wantServer || r.IdempotencyKey != "dl-2.1.0-"+w || p["download"] != "2.1.0" {
 				t.Fatalf("download %+v %v", r, p)
@@ -129,7 +129,7 @@ func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *t
 			t.Fatalf("config %+v %v", r, p)
 		}
 	}
-	if want := []string{"worker-0", "worker-1", "worker-2", "worker-3", "worker-4"}; !reflect.DeepEqual(downloads, want) {
+	if want := workerIDs(5); !reflect.DeepEqual(downloads, want) {
 		t.Fatalf("downloads %v", downloads)
 	}
 	waves := got["waves"].([]any)

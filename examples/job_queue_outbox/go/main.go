@@ -70,7 +70,8 @@ func decode(env *sluice.Envelope, v any) error {
 
 // unknown is the error for a msg-type the role does not handle.
 func unknown(role string, env *sluice.Envelope) error {
-	return sluice.InvalidArgument(fmt.Sprintf("INVALID_ARGUMENT: %s does not handle msg-type %q", role, env.MsgType))
+	return sluice.InvalidArgument(
+		fmt.Sprintf("INVALID_ARGUMENT: %s does not handle msg-type %q", role, env.MsgType))
 }
 
 // busy burns at least ms milliseconds of the turn: the work is a busy-wait on the host
