@@ -98,7 +98,7 @@ class JobQueueLeader(Role):
             total_rejected += rejected
             # Every worker of the wave downloads the firmware from a two-slot config server.
             for i in members:
-                worker = f"worker-{i}"
+                worker = f"Worker/worker-{i}"
                 _, rejected = host.outbox.dispatch(
                     CTX, DISPATCHER_ID, [f"ConfigServer/cs-{i % 2}"],
                     {"download": version, "worker": worker}, "cast",
