@@ -44,7 +44,12 @@ class Role:
         if method is None:
             raise sluice.InvalidArgument(
                 f"INVALID_ARGUMENT: {type(self).__name__} has no message {env.msg_type!r}")
-        return method(msg)
+        try:
+            return method(msg)
+        except (KeyError, TypeError, AttributeError) as e:
+            # A payload missing a field is the caller's mistake: a guest error, not a trap.
+            raise sluice.InvalidArgument(
+                f"INVALID_ARGUMENT: bad {env.msg_type!r} payload: {e!r}") from None
 
 
 class Heartbeats:
@@ -70,7 +75,7 @@ class JobQueueLeader(Role):
         self.heartbeats = Heartbeats()
 
     def handle_thundering_herd(self, msg):
-        n, task_id = msg["workers"], msg.get("task_id", "herd-1")
+        n, task_id = msg.get("workers", 100), msg.get("task_id", "herd-1")
         workers = [f"Worker/worker-{i}" for i in range(n)]
         payload = {"task": "thundering_herd", "priority": "high", "task_id": task_id}
         start = host.now_ms()
@@ -84,7 +89,8 @@ class JobQueueLeader(Role):
                 "redelivery": {"accepted": again_accepted, "rejected": again_rejected}}
 
     def handle_config_wave_deploy(self, msg):
-        n, wave_size, version = msg["workers"], msg.get("wave_size", 20), msg["version"]
+        n, version = msg.get("workers", 100), msg.get("version", "2.1.0")
+        wave_size = max(1, msg.get("wave_size", 20))
         waves, total_accepted, total_rejected, server_rejected = [], 0, 0, 0
         for wave, first in enumerate(range(0, n, wave_size)):
             members = range(first, min(first + wave_size, n))
@@ -110,7 +116,7 @@ class JobQueueLeader(Role):
     def handle_send_heartbeat(self, msg):
         self.heartbeat_seq += 1
         seq = self.heartbeat_seq
-        workers = [f"Worker/worker-{i}" for i in range(msg["workers"])]
+        workers = [f"Worker/worker-{i}" for i in range(msg.get("workers", 100))]
         accepted, rejected = host.outbox.dispatch(
             CTX, DISPATCHER_ID, workers, {"type": "heartbeat", "seq": seq, "cpu": 0.42},
             "cast", HEARTBEAT_KEY, "overwrite")

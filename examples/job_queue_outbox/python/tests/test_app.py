@@ -242,3 +242,17 @@ def test_errors_cross_the_export_as_guest_errors(fake):
         Export().handle(env)
     assert info.value.value.code == E.UNAVAILABLE
     assert info.value.value.message == "UNAVAILABLE: device offline"
+
+
+def test_a_payload_missing_a_field_is_a_guest_error_not_a_trap(fake):
+    with pytest.raises(sluice.InvalidArgument):
+        send(actor("config_server"), "dispatch", {"download": "2.1.0"})
+    with pytest.raises(sluice.InvalidArgument):
+        send(actor("device"), "dispatch", [1, 2])
+
+
+def test_leader_scenarios_have_the_protocol_defaults(fake):
+    leader = actor("leader")
+    assert send(leader, "thundering_herd", {})["targets"] == 100
+    assert len(send(leader, "config_wave_deploy", {})["waves"]) == 5
+    assert json.loads(fake.dispatches[-1].payload)["download"] == "2.1.0"
