@@ -102,11 +102,12 @@ class JobQueueLeader(Role):
                           "rejected": rejected, "wall_ms": host.now_ms() - start})
             total_accepted += accepted
             total_rejected += rejected
-            # Every worker of the wave downloads the firmware from a two-slot config server.
+            # Every worker of the wave downloads the firmware from the wave's two-slot config
+            # server, cs-(wave mod 2): one download per dispatch, faster than it serves them.
             for i in members:
                 worker = f"Worker/worker-{i}"
                 _, rejected = host.outbox.dispatch(
-                    CTX, DISPATCHER_ID, [f"ConfigServer/cs-{i % 2}"],
+                    CTX, DISPATCHER_ID, [f"ConfigServer/cs-{wave % 2}"],
                     {"download": version, "worker": worker}, "cast",
                     f"dl-{version}-{worker}", "append")
                 server_rejected += rejected

@@ -77,7 +77,8 @@ def test_config_wave_deploy_waves_and_downloads(fake):
     assert len(downloads) == 50
     for i, d in enumerate(downloads):
         w = f"Worker/worker-{i}"
-        assert d.targets == [f"ConfigServer/cs-{i % 2}"]
+        # A wave's downloads all go to one server (cs-(wave mod 2)): its two slots fill.
+        assert d.targets == [f"ConfigServer/cs-{(i // 20) % 2}"]
         assert json.loads(d.payload) == {"download": "2.1.0", "worker": w}
         assert (d.idempotency_key, d.conflict) == (f"dl-2.1.0-{w}", types.Conflict.APPEND)
     # Each wave's downloads follow its config dispatch.
