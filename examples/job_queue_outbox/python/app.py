@@ -10,7 +10,7 @@ import sluice
 from sluice import host
 
 DISPATCHER_ID = "job-queue-leader"
-CTX = json.dumps({"tenant": "default", "namespace": "default"})
+CTX = json.dumps({"tenant": "default", "namespace": "default"}, separators=(",", ":"))
 LEADER = "JobQueueLeader/main"
 COLLECTOR = "TelemetryCollector/main"
 HEARTBEAT_KEY = "hb-leader-worker-101"
