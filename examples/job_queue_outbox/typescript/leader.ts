@@ -85,16 +85,16 @@ export class JobQueueLeader implements Role {
       const targets = workerIds(end, start);
       const t0 = host.nowMs();
       const [accepted, rejected] = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, configBytes, "cast", `config-${version}`, "append");
+      waves.push({ wave, targets: targets.length, accepted, rejected, wall_ms: host.nowMs() - t0 });
       totalAccepted += accepted;
       totalRejected += rejected;
-      for (let i = start; i < end; i++) {
-        const w = `worker-${i}`;
-        const server = `ConfigServer/cs-${i % CONFIG_SERVERS}`;
+      // Each worker of the wave downloads the version; the servers take turns.
+      targets.forEach((w, j) => {
+        const server = `ConfigServer/cs-${(start + j) % CONFIG_SERVERS}`;
         const [, refused] = host.outbox.dispatch(
           ctx, DISPATCHER_ID, [server], jsonBytes({ download: version, worker: w }), "cast", `dl-${version}-${w}`, "append");
         configServerRejected += refused;
-      }
-      waves.push({ wave, targets: targets.length, accepted, rejected, wall_ms: host.nowMs() - t0 });
+      });
     }
     return {
       waves, total_accepted: totalAccepted, total_rejected: totalRejected,
