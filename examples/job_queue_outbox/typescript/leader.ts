@@ -88,13 +88,14 @@ export class JobQueueLeader implements Role {
       waves.push({ wave, targets: targets.length, accepted, rejected, wall_ms: host.nowMs() - t0 });
       totalAccepted += accepted;
       totalRejected += rejected;
-      // Each worker of the wave downloads the version; the servers take turns.
-      targets.forEach((w, j) => {
-        const server = `ConfigServer/cs-${(start + j) % CONFIG_SERVERS}`;
+      // Every worker of the wave downloads the version from the wave's config server
+      // (`cs-(wave mod 2)`): one download per dispatch, faster than the server's 2 ms each.
+      const server = `ConfigServer/cs-${wave % CONFIG_SERVERS}`;
+      for (const w of targets) {
         const [, refused] = host.outbox.dispatch(
           ctx, DISPATCHER_ID, [server], jsonBytes({ download: version, worker: w }), "cast", `dl-${version}-${w}`, "append");
         configServerRejected += refused;
-      });
+      }
     }
     return {
       waves, total_accepted: totalAccepted, total_rejected: totalRejected,
