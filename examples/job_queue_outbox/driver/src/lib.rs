@@ -1,0 +1,1045 @@
+//! The job_queue_outbox driver (`../PROTOCOL.md`): builds a language's `job_queue.wasm`,
+//! starts a host on a fresh app folder (SQLite outbox in `APP/.sluice/`), asks the leader to
+//! run each scenario and then checks every invariant independently — by asking the workers,
+//! config servers, collector and devices for their `state` and by reading the outbox (stats,
+//! DLQ, and for `offline_delivery` the SQLite file itself).
+//!
+//! Every wait is bounded; a scenario returns a JSON report or an error saying which invariant
+//! broke and how.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail, ensure};
+use serde_json::{Value, json};
+use sluice_runtime::{ErrorCode, Host};
+
+/// The scenarios, in the order the driver runs them.
+pub const SCENARIOS: [&str; 7] = [
+    "thundering_herd",
+    "config_wave_deploy",
+    "send_heartbeat",
+    "heartbeat_burst",
+    "telemetry_test",
+    "offline_delivery",
+    "poison_message",
+];
+
+/// The leader's address.
+pub const LEADER: &str = "JobQueueLeader/main";
+/// Workers of the herd, the config wave and the heartbeats.
+pub const WORKERS: u64 = 100;
+/// Bound of every wait for a condition (outbox drained, state reached).
+pub const BOUND: Duration = Duration::from_secs(90);
+/// Timeout of one ask (a scenario's turn in the leader included).
+const ASK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A leader language: `examples/job_queue_outbox/<name>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// `rust/` (cargo, wasm32-wasip2).
+    Rust,
+    /// `go/` (mainline Go, wasip1 + adapter).
+    Go,
+    /// `python/` (componentize-py).
+    Python,
+    /// `typescript/` (jco componentize).
+    TypeScript,
+}
+
+impl Lang {
+    /// Every language, Rust first.
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Go, Lang::Python, Lang::TypeScript];
+
+    /// The folder name (`rust`, `go`, `python`, `typescript`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Go => "go",
+            Lang::Python => "python",
+            Lang::TypeScript => "typescript",
+        }
+    }
+
+    /// Parses a folder name (also `ts`, `py`).
+    pub fn parse(s: &str) -> Option<Lang> {
+        match s.to_ascii_lowercase().as_str() {
+            "rust" | "rs" => Some(Lang::Rust),
+            "go" => Some(Lang::Go),
+            "python" | "py" => Some(Lang::Python),
+            "typescript" | "ts" => Some(Lang::TypeScript),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../..")
+        .canonicalize()
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.."))
+}
+
+/// `examples/job_queue_outbox/<lang>`.
+pub fn lang_dir(lang: Lang) -> PathBuf {
+    root().join("examples/job_queue_outbox").join(lang.name())
+}
+
+/// Where compiled components are cached, shared by every host the driver starts.
+pub fn compile_cache() -> PathBuf {
+    root().join("target/job-queue-outbox/compile-cache")
+}
+
+/// True when `e` says a guest toolchain is missing (tests skip on it outside CI).
+pub fn is_missing_toolchain(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<sluice_build::BuildError>(),
+        Some(sluice_build::BuildError::MissingToolchain { .. })
+    )
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.')
+            || matches!(
+                name.as_ref(),
+                "node_modules" | "target" | "__pycache__" | "dist" | "build"
+            )
+        {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// A content hash of everything the `lang` build reads: its example folder, the language's
+/// SDK folder under `guests/` and `wit/`.
+fn source_hash(lang: Lang) -> String {
+    use sha2::{Digest, Sha256};
+    let r = root();
+    let mut files = Vec::new();
+    walk(&lang_dir(lang), &mut files);
+    match lang {
+        Lang::Rust => walk(&r.join("guests/rust/sdk"), &mut files),
+        other => walk(&r.join("guests").join(other.name()), &mut files),
+    }
+    walk(&r.join("wit"), &mut files);
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(
+            f.strip_prefix(&r)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        h.update([0]);
+        h.update(std::fs::read(&f).unwrap_or_default());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..12])
+}
+
+/// Builds `examples/job_queue_outbox/<lang>` with `sluice_build` into
+/// `target/guest-cache/job_queue-<lang>-<hash>/job_queue.wasm` (once per source hash) and
+/// returns the component's path. A missing folder is an error saying so.
+pub fn build(lang: Lang) -> anyhow::Result<PathBuf> {
+    // One build at a time per process: two cores, and the toolchains share caches.
+    static BUILD: Mutex<()> = Mutex::new(());
+    let src = lang_dir(lang);
+    ensure!(
+        src.join("app-config.toml").is_file(),
+        "missing: {} has no app-config.toml (the {lang} leader is not written yet)",
+        src.display()
+    );
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = root().join("target/guest-cache").join(format!(
+        "job_queue-{}-{}",
+        lang.name(),
+        source_hash(lang)
+    ));
+    let out = dir.join("job_queue.wasm");
+    if out.exists() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Build to a private name, then rename: concurrent processes never see half a file.
+    let tmp = dir.join(format!("job_queue.{}.wasm", std::process::id()));
+    let opts = sluice_build::BuildOptions {
+        output: Some(tmp.clone()),
+        repo_root: Some(root()),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let b = sluice_build::build(&src, &opts)
+        .with_context(|| format!("building the {lang} job_queue component"))?;
+    eprintln!(
+        "built {lang} job_queue.wasm: {:.1} MB in {:.1} s",
+        b.size as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    std::fs::rename(&tmp, &out).context("moving the component into the cache")?;
+    Ok(out)
+}
+
+/// Makes a fresh app folder `workdir/app` holding the language's `app-config.toml` (with
+/// `[host] cache_dir` pointed at the shared compile cache) and the built `job_queue.wasm`.
+pub fn prepare_app(lang: Lang, workdir: &Path) -> anyhow::Result<PathBuf> {
+    let wasm = build(lang)?;
+    let app = workdir.join("app");
+    if app.exists() {
+        std::fs::remove_dir_all(&app).with_context(|| format!("clearing {}", app.display()))?;
+    }
+    std::fs::create_dir_all(&app)?;
+    let text = std::fs::read_to_string(lang_dir(lang).join("app-config.toml"))?;
+    let mut cfg: toml::Table = toml::from_str(&text).context("parsing app-config.toml")?;
+    let host = cfg
+        .entry("host")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(h) = host {
+        h.entry("cache_dir")
+            .or_insert_with(|| toml::Value::String(compile_cache().to_string_lossy().into_owned()));
+    }
+    std::fs::write(app.join("app-config.toml"), toml::to_string(&cfg)?)?;
+    let modules: BTreeSet<String> = children(&cfg)
+        .iter()
+        .filter_map(|c| c.get("module").and_then(|m| m.as_str()).map(String::from))
+        .collect();
+    ensure!(
+        modules.iter().all(|m| m == "job_queue.wasm"),
+        "app-config.toml must load every role from job_queue.wasm, it names {modules:?}"
+    );
+    std::fs::copy(&wasm, app.join("job_queue.wasm"))?;
+    Ok(app)
+}
+
+fn children(cfg: &toml::Table) -> Vec<toml::Table> {
+    cfg.get("supervisor")
+        .and_then(|s| s.get("children"))
+        .and_then(|c| c.as_array())
+        .map(|a| a.iter().filter_map(|c| c.as_table().cloned()).collect())
+        .unwrap_or_default()
+}
+
+/// Sets `online` in the `Device` child's `init` of `app/app-config.toml`.
+pub fn set_devices_online(app: &Path, online: bool) -> anyhow::Result<()> {
+    let path = app.join("app-config.toml");
+    let mut cfg: toml::Table = toml::from_str(&std::fs::read_to_string(&path)?)?;
+    let mut found = false;
+    if let Some(cs) = cfg
+        .get_mut("supervisor")
+        .and_then(|s| s.get_mut("children"))
+        .and_then(|c| c.as_array_mut())
+    {
+        for c in cs {
+            if c.get("actor_type").and_then(|t| t.as_str()) == Some("Device") {
+                let t = c.as_table_mut().expect("a child is a table");
+                let init = t
+                    .entry("init")
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(i) = init {
+                    i.insert("online".into(), toml::Value::Boolean(online));
+                    found = true;
+                }
+            }
+        }
+    }
+    ensure!(found, "app-config.toml has no Device child");
+    std::fs::write(&path, toml::to_string(&cfg)?)?;
+    Ok(())
+}
+
+/// Starts an in-process host on `app` (outbox in `app/.sluice/outbox.db`).
+pub async fn start_host(app: &Path) -> anyhow::Result<Host> {
+    let (host, _) = Host::from_app_dir_with(app, None, |_| {})
+        .await
+        .with_context(|| format!("starting a host on {}", app.display()))?;
+    Ok(host)
+}
+
+/// Runs one scenario of `lang` in `workdir`: fresh app folder, fresh host, the scenario, its
+/// checks, host stopped. `offline_delivery` runs its first host as a `sluice run` child.
+pub async fn run_scenario(lang: Lang, scenario: &str, workdir: &Path) -> anyhow::Result<Value> {
+    let work = workdir.join(lang.name()).join(scenario);
+    let app = tokio::task::block_in_place(|| prepare_app(lang, &work))?;
+    if scenario == "offline_delivery" {
+        let sluice = tokio::task::block_in_place(sluice_binary)?;
+        return offline_delivery(&app, &sluice).await;
+    }
+    let host = start_host(&app).await?;
+    let r = match scenario {
+        "thundering_herd" => thundering_herd(&host).await,
+        "config_wave_deploy" => config_wave_deploy(&host).await,
+        "send_heartbeat" => send_heartbeat(&host).await,
+        "heartbeat_burst" => heartbeat_burst(&host).await,
+        "telemetry_test" => telemetry_test(&host).await,
+        "poison_message" => poison_message(&host).await,
+        other => Err(anyhow!("unknown scenario {other}")),
+    };
+    host.stop().await;
+    r
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting and asking.
+
+/// Polls `check` until it returns `Ok(Ok(v))`; `Ok(Err(why))` means "not yet". Fails after
+/// `bound` with `what` and the last reason.
+pub async fn wait_for<T, F, Fut>(what: &str, bound: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Result<T, String>>>,
+{
+    let t0 = Instant::now();
+    loop {
+        match check().await? {
+            Ok(v) => return Ok(v),
+            Err(why) => {
+                if t0.elapsed() > bound {
+                    bail!("timed out after {bound:?} waiting for {what}: {why}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the outbox holds no pending message.
+pub async fn drained(host: &Host) -> anyhow::Result<()> {
+    let ob = host.outbox().context("the host has no outbox")?.clone();
+    wait_for("the outbox to drain", BOUND, || {
+        let ob = ob.clone();
+        async move {
+            let depth: u64 = ob.stats().await?.iter().map(|p| p.depth).sum();
+            Ok(if depth == 0 {
+                Ok(())
+            } else {
+                Err(format!("{depth} message(s) pending"))
+            })
+        }
+    })
+    .await
+}
+
+/// Asks `to` and parses the JSON reply. A full mailbox (`RESOURCE_EXHAUSTED`) is retried after
+/// its `retry_after_ms` hint, within [`BOUND`].
+pub async fn ask(host: &Host, to: &str, msg_type: &str, payload: Value) -> anyhow::Result<Value> {
+    let t0 = Instant::now();
+    let body = payload.to_string();
+    loop {
+        match host.ask(to, msg_type, body.clone(), ASK_TIMEOUT).await {
+            Ok(r) => {
+                return serde_json::from_slice(&r).with_context(|| {
+                    format!(
+                        "{to} {msg_type}: reply is not JSON: {}",
+                        String::from_utf8_lossy(&r)
+                    )
+                });
+            }
+            Err(e) if e.code == ErrorCode::ResourceExhausted && t0.elapsed() < BOUND => {
+                let ms = e.retry_after_ms.unwrap_or(10).max(1);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Err(e) => bail!("{to} {msg_type}: {e}"),
+        }
+    }
+}
+
+fn num(v: &Value, k: &str) -> anyhow::Result<u64> {
+    v.get(k)
+        .and_then(Value::as_u64)
+        .with_context(|| format!("reply lacks a number {k:?}: {v}"))
+}
+
+fn u64s(v: &Value, k: &str) -> anyhow::Result<Vec<u64>> {
+    v.get(k)
+        .and_then(Value::as_array)
+        .with_context(|| format!("reply lacks a list {k:?}: {v}"))?
+        .iter()
+        .map(|x| {
+            x.as_u64()
+                .with_context(|| format!("{k}: {x} is not a number"))
+        })
+        .collect()
+}
+
+fn strictly_increasing(xs: &[u64]) -> bool {
+    xs.windows(2).all(|w| w[0] < w[1])
+}
+
+fn worker_ids(n: u64) -> Vec<String> {
+    (0..n).map(|i| format!("Worker/worker-{i}")).collect()
+}
+
+/// Checks `accepted + rejected == targets` of a dispatch reply.
+fn check_sum(what: &str, r: &Value, targets: u64) -> anyhow::Result<(u64, u64)> {
+    let (a, j) = (num(r, "accepted")?, num(r, "rejected")?);
+    ensure!(
+        a + j == targets,
+        "{what}: accepted {a} + rejected {j} != targets {targets}"
+    );
+    Ok((a, j))
+}
+
+async fn dlq_empty(host: &Host) -> anyhow::Result<()> {
+    let dl = host
+        .outbox()
+        .context("no outbox")?
+        .dlq_list(None, 10)
+        .await?;
+    ensure!(
+        dl.is_empty(),
+        "the DLQ holds {} message(s), first: {} {:?} after {} attempts ({:?})",
+        dl.len(),
+        dl[0].receiver,
+        dl[0].reason,
+        dl[0].attempts,
+        dl[0].last_error
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenarios.
+
+/// One herd dispatch to 100 workers, then the very same dispatch again; every worker must
+/// process the task exactly once.
+pub async fn thundering_herd(host: &Host) -> anyhow::Result<Value> {
+    let t = "herd-1";
+    let r = ask(
+        host,
+        LEADER,
+        "thundering_herd",
+        json!({"workers": WORKERS, "task_id": t}),
+    )
+    .await?;
+    ensure!(num(&r, "targets")? == WORKERS, "targets: {r}");
+    check_sum("herd", &r, WORKERS)?;
+    check_sum("redelivery", &r["redelivery"], WORKERS)?;
+    drained(host).await?;
+    for w in worker_ids(WORKERS) {
+        let s = ask(host, &w, "state", json!({})).await?;
+        let tasks = s["tasks"]
+            .as_object()
+            .with_context(|| format!("{w} state lacks tasks: {s}"))?;
+        ensure!(
+            tasks.get(t).and_then(Value::as_u64) == Some(1),
+            "{w} did not process {t} exactly once: {s}"
+        );
+        ensure!(tasks.len() == 1, "{w} processed other tasks: {s}");
+    }
+    dlq_empty(host).await?;
+    Ok(
+        json!({"targets": WORKERS, "accepted": r["accepted"], "rejected": r["rejected"],
+        "wall_ms": r["wall_ms"], "redelivery": r["redelivery"], "processed_once": WORKERS}),
+    )
+}
+
+/// Five waves of 20 workers, each with one download per worker from the two-slot config
+/// servers: every worker ends on the new version, every download served exactly once, the
+/// servers pushed back at least once, nothing dead-lettered.
+pub async fn config_wave_deploy(host: &Host) -> anyhow::Result<Value> {
+    let v = "2.1.0";
+    let wave_size = 20;
+    let t0 = Instant::now();
+    let r = ask(
+        host,
+        LEADER,
+        "config_wave_deploy",
+        json!({"workers": WORKERS, "wave_size": wave_size, "version": v}),
+    )
+    .await?;
+    let waves = r["waves"]
+        .as_array()
+        .with_context(|| format!("no waves: {r}"))?;
+    ensure!(
+        waves.len() as u64 == WORKERS.div_ceil(wave_size),
+        "{} waves: {r}",
+        waves.len()
+    );
+    for (i, w) in waves.iter().enumerate() {
+        ensure!(
+            num(w, "wave")? == i as u64,
+            "wave {i} is numbered {}",
+            w["wave"]
+        );
+        check_sum(&format!("wave {i}"), w, num(w, "targets")?)?;
+    }
+    check_sum(
+        "all waves",
+        &json!({"accepted": r["total_accepted"], "rejected": r["total_rejected"]}),
+        WORKERS,
+    )?;
+    let c = num(&r, "config_server_rejected")?;
+    ensure!(
+        c > 0,
+        "config_server_rejected is 0: the two-slot config servers never pushed back"
+    );
+    drained(host).await?;
+    let deploy_ms = t0.elapsed().as_millis() as u64;
+    for w in worker_ids(WORKERS) {
+        let s = ask(host, &w, "state", json!({})).await?;
+        ensure!(
+            s["config_version"] == v,
+            "{w} has config_version {} instead of {v}",
+            s["config_version"]
+        );
+    }
+    let mut served: BTreeMap<String, u32> = BTreeMap::new();
+    let mut per_server = Vec::new();
+    for cs in ["ConfigServer/cs-0", "ConfigServer/cs-1"] {
+        let s = ask(host, cs, "state", json!({})).await?;
+        let list = s["served"]
+            .as_array()
+            .with_context(|| format!("{cs} state lacks served: {s}"))?;
+        per_server.push(list.len());
+        for w in list {
+            *served
+                .entry(w.as_str().unwrap_or_default().to_string())
+                .or_default() += 1;
+        }
+    }
+    for w in worker_ids(WORKERS) {
+        let n = served.get(&w).copied().unwrap_or(0);
+        ensure!(
+            n == 1,
+            "the config servers served {w} {n} times (exactly once expected)"
+        );
+    }
+    ensure!(
+        served.len() as u64 == WORKERS,
+        "the config servers served {} distinct workers, {WORKERS} expected",
+        served.len()
+    );
+    dlq_empty(host).await?;
+    Ok(
+        json!({"waves": waves, "total_accepted": r["total_accepted"],
+        "total_rejected": r["total_rejected"], "config_server_rejected": c,
+        "served": per_server, "deploy_ms": deploy_ms}),
+    )
+}
+
+/// Three single heartbeats (overwrite, one key) to 100 workers: each worker's heartbeats end
+/// with the last seq and never go backwards.
+pub async fn send_heartbeat(host: &Host) -> anyhow::Result<Value> {
+    let mut seqs = Vec::new();
+    let mut last = Value::Null;
+    for _ in 0..3 {
+        let r = ask(host, LEADER, "send_heartbeat", json!({"workers": WORKERS})).await?;
+        check_sum("heartbeat", &r, WORKERS)?;
+        seqs.push(num(&r, "seq")?);
+        last = r;
+    }
+    ensure!(
+        seqs[0] >= 1 && strictly_increasing(&seqs),
+        "the leader's heartbeat seqs are not increasing from 1: {seqs:?}"
+    );
+    let s_last = *seqs.last().expect("three sends");
+    drained(host).await?;
+    let mut delivered = 0;
+    for w in worker_ids(WORKERS) {
+        let s = ask(host, &w, "state", json!({})).await?;
+        let hb = u64s(&s, "heartbeats")?;
+        ensure!(
+            hb.last() == Some(&s_last),
+            "{w} heartbeats {hb:?} do not end with {s_last}"
+        );
+        ensure!(
+            strictly_increasing(&hb),
+            "{w} heartbeats went backwards: {hb:?}"
+        );
+        delivered += hb.len();
+    }
+    Ok(
+        json!({"seq": s_last, "sends": seqs.len(), "accepted": last["accepted"],
+        "rejected": last["rejected"], "heartbeats_delivered": delivered}),
+    )
+}
+
+/// 50 overwriting heartbeats to the busy leader: it processes between 1 and 10 of them,
+/// strictly increasing, the last being 50.
+pub async fn heartbeat_burst(host: &Host) -> anyhow::Result<Value> {
+    let count = 50;
+    let r = ask(host, LEADER, "heartbeat_burst", json!({"count": count})).await?;
+    ensure!(num(&r, "sent")? == count, "sent: {r}");
+    check_sum("burst", &r, count)?;
+    drained(host).await?;
+    let s = ask(host, LEADER, "heartbeats", json!({})).await?;
+    let seqs = u64s(&s, "seqs")?;
+    ensure!(
+        (1..=10).contains(&seqs.len()),
+        "the leader processed {} heartbeats (1..=10 expected): {seqs:?}",
+        seqs.len()
+    );
+    ensure!(
+        strictly_increasing(&seqs),
+        "heartbeats not strictly increasing: {seqs:?}"
+    );
+    ensure!(
+        seqs.last() == Some(&count),
+        "the last heartbeat processed is {:?}, not {count}: {seqs:?}",
+        seqs.last()
+    );
+    dlq_empty(host).await?;
+    Ok(
+        json!({"sent": count, "accepted": r["accepted"], "rejected": r["rejected"],
+        "processed": seqs.len(), "seqs": seqs}),
+    )
+}
+
+/// 200 samples, fast path first, outbox on any error, with bursts filling the collector's
+/// four-slot mailbox: both paths used, every sample collected exactly once.
+pub async fn telemetry_test(host: &Host) -> anyhow::Result<Value> {
+    let count = 200u64;
+    let t0 = Instant::now();
+    let r = ask(host, LEADER, "telemetry_test", json!({"count": count})).await?;
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    ensure!(num(&r, "count")? == count, "count: {r}");
+    let (f, o) = (num(&r, "fast_path_success")?, num(&r, "outbox_fallback")?);
+    ensure!(
+        f + o == count,
+        "fast_path_success {f} + outbox_fallback {o} != {count}"
+    );
+    ensure!(
+        o > 0,
+        "outbox_fallback is 0: the collector never refused a fast-path sample"
+    );
+    let b = num(&r, "burst_refused")?;
+    drained(host).await?;
+    let s = ask(host, "TelemetryCollector/main", "state", json!({})).await?;
+    let got = u64s(&s, "telemetry")?;
+    let set: BTreeSet<u64> = got.iter().copied().collect();
+    ensure!(
+        set.len() == got.len(),
+        "the collector recorded a sample twice ({} records, {} distinct)",
+        got.len(),
+        set.len()
+    );
+    let missing: Vec<u64> = (0..count).filter(|i| !set.contains(i)).collect();
+    ensure!(
+        missing.is_empty() && got.len() as u64 == count,
+        "the collector misses samples {missing:?} (holds {})",
+        got.len()
+    );
+    dlq_empty(host).await?;
+    Ok(
+        json!({"count": count, "fast_path_success": f, "outbox_fallback": o,
+        "burst_refused": b, "bursts_recorded": s["bursts"], "collected": got.len(), "wall_ms": wall_ms}),
+    )
+}
+
+/// A `call` dispatch whose handler always fails: dead-lettered after exactly `max_attempts`
+/// with the worker's error; once the worker is fixed, a replay delivers it once.
+pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
+    let max_attempts = 5;
+    let ob = host.outbox().context("no outbox")?.clone();
+    let r = ask(host, LEADER, "poison", json!({})).await?;
+    check_sum("poison", &r, 1)?;
+    let t0 = Instant::now();
+    let dl = wait_for("the poison message in the DLQ", BOUND, || {
+        let ob = ob.clone();
+        async move {
+            let dl = ob.dlq_list(Some("Worker/poison"), 10).await?;
+            Ok(if dl.is_empty() {
+                Err("not dead-lettered yet".to_string())
+            } else {
+                Ok(dl)
+            })
+        }
+    })
+    .await?;
+    let dead_ms = t0.elapsed().as_millis() as u64;
+    ensure!(dl.len() == 1, "{} dead letters for Worker/poison", dl.len());
+    let d = &dl[0];
+    ensure!(
+        d.attempts == max_attempts,
+        "dead-lettered after {} attempts, not {max_attempts}",
+        d.attempts
+    );
+    ensure!(
+        d.reason == "max_attempts",
+        "dead-lettered for {:?}, not max_attempts",
+        d.reason
+    );
+    let last_error = d.last_error.clone().unwrap_or_default();
+    ensure!(
+        last_error.contains("INVALID_ARGUMENT") && last_error.contains("malformed task"),
+        "the last error is {last_error:?}, not the worker's INVALID_ARGUMENT: malformed task"
+    );
+    let s = ask(host, "Worker/poison", "state", json!({})).await?;
+    ensure!(
+        s["tasks"].get("poison").is_none(),
+        "the worker recorded the poison task before the fix: {s}"
+    );
+    ask(host, "Worker/poison", "fix", json!({})).await?;
+    let replayed = ob
+        .dlq_replay(sluice_outbox::DlqSelector::Receiver("Worker/poison".into()))
+        .await?;
+    ensure!(
+        replayed == 1,
+        "replayed {replayed} dead letters, 1 expected"
+    );
+    drained(host).await?;
+    let s = wait_for("the fixed worker to record poison", BOUND, || async {
+        let s = ask(host, "Worker/poison", "state", json!({})).await?;
+        Ok(if s["tasks"].get("poison").is_some() {
+            Ok(s)
+        } else {
+            Err(format!("state {s}"))
+        })
+    })
+    .await?;
+    ensure!(
+        s["tasks"]["poison"] == 1,
+        "the worker recorded poison {} times",
+        s["tasks"]["poison"]
+    );
+    dlq_empty(host).await?;
+    Ok(
+        json!({"accepted": r["accepted"], "rejected": r["rejected"], "attempts": d.attempts,
+        "reason": d.reason, "last_error": last_error, "dead_ms": dead_ms, "replayed": replayed,
+        "recorded": 1}),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// offline_delivery: a real `sluice run`, SIGKILLed, then a second host on the same file.
+
+/// Builds the `sluice` binary (`cargo build -p sluice-cli`) once per process and copies it to
+/// a private path, so other builds sharing the target directory cannot swap it underneath.
+/// `SLUICE_BIN` overrides.
+pub fn sluice_binary() -> anyhow::Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("SLUICE_BIN") {
+            return Ok(PathBuf::from(p));
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "sluice-cli",
+                "--bin",
+                "sluice",
+                "--message-format=json",
+            ])
+            .current_dir(root())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("running cargo build -p sluice-cli: {e}"))?;
+        if !out.status.success() {
+            return Err("cargo build -p sluice-cli failed".into());
+        }
+        let exe = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "sluice")
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .ok_or("cargo reported no sluice executable")?;
+        let dir = root().join("target/job-queue-outbox/bin");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let private = dir.join(format!("sluice-{}", std::process::id()));
+        std::fs::copy(&exe, &private).map_err(|e| format!("copying {}: {e}", exe.display()))?;
+        Ok(private)
+    })
+    .clone()
+    .map_err(|e| anyhow!(e))
+}
+
+/// One row of `outbox_messages` for a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    id: i64,
+    receiver: String,
+    key: String,
+    delivery_count: i64,
+    acked: bool,
+    dead: bool,
+}
+
+async fn device_rows(app: &Path) -> anyhow::Result<Vec<Row>> {
+    use sqlx::Row as _;
+    let db = app.join(".sluice/outbox.db");
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db)
+        .create_if_missing(false)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts)
+        .await
+        .with_context(|| format!("opening {}", db.display()))?;
+    let rows = sqlx::query(
+        "SELECT id, receiver, idempotency_key, delivery_count, acked, dead_lettered \
+         FROM outbox_messages WHERE receiver LIKE 'Device/%' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await?;
+    pool.close().await;
+    rows.iter()
+        .map(|r| {
+            Ok(Row {
+                id: r.try_get(0)?,
+                receiver: r.try_get(1)?,
+                key: r.try_get(2)?,
+                delivery_count: r.try_get(3)?,
+                acked: r.try_get::<i64, _>(4)? != 0,
+                dead: r.try_get::<i64, _>(5)? != 0,
+            })
+        })
+        .collect()
+}
+
+/// Asks over a `sluice run` ingress, retrying 429 `RESOURCE_EXHAUSTED` after its hint.
+pub async fn http_ask(
+    http: &reqwest::Client,
+    ingress: &str,
+    to: &str,
+    msg_type: &str,
+    payload: Value,
+) -> anyhow::Result<Value> {
+    let url = format!("{ingress}/actors/{to}/ask/{msg_type}");
+    let t0 = Instant::now();
+    loop {
+        let resp = http
+            .post(&url)
+            .header("x-sluice-deadline-ms", ASK_TIMEOUT.as_millis().to_string())
+            .body(payload.to_string())
+            .send()
+            .await
+            .with_context(|| format!("POST {url}"))?;
+        let status = resp.status();
+        let body = resp.bytes().await?;
+        let v: Value = serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "{url}: HTTP {status}, not JSON: {}",
+                String::from_utf8_lossy(&body)
+            )
+        })?;
+        if status.is_success() {
+            return Ok(v);
+        }
+        if status.as_u16() == 429 && v["code"] == "resource-exhausted" && t0.elapsed() < BOUND {
+            let ms = v["retry_after_ms"].as_u64().unwrap_or(10).max(1);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            continue;
+        }
+        bail!("{url}: HTTP {status}: {v}");
+    }
+}
+
+/// Run 1: devices offline, `firmware_rollout` over the HTTP ingress of a `sluice run` child,
+/// SIGKILL as soon as it replies. Run 2: devices online, a host on the same app folder and
+/// SQLite file: every device gets firmware 0..19 in order, nothing dead-lettered, and the
+/// delivery counts stored by run 1 carried over.
+pub async fn offline_delivery(app: &Path, sluice: &Path) -> anyhow::Result<Value> {
+    use tokio::io::AsyncBufReadExt;
+    let (devices, count) = (10u64, 20u64);
+    set_devices_online(app, false)?;
+    let log = std::fs::File::create(app.join("host1.log"))?;
+    let mut child = tokio::process::Command::new(sluice)
+        .arg("run")
+        .arg(app)
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {} run", sluice.display()))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let ingress = tokio::time::timeout(BOUND, async {
+        while let Some(l) = lines.next_line().await? {
+            if let Some(a) = l.strip_prefix("sluice: ingress on ") {
+                return Ok(a.trim().to_string());
+            }
+        }
+        bail!(
+            "sluice run exited before serving (see {})",
+            app.join("host1.log").display()
+        )
+    })
+    .await
+    .context("sluice run did not print its ingress address in time")??;
+    let http = reqwest::Client::new();
+    let t0 = Instant::now();
+    let r = http_ask(
+        &http,
+        &ingress,
+        LEADER,
+        "firmware_rollout",
+        json!({"devices": devices, "count": count}),
+    )
+    .await;
+    let rollout_ms = t0.elapsed().as_millis() as u64;
+    // SIGKILL: no shutdown, no settle, whatever the relay was doing stays as it was.
+    child.start_kill().context("killing sluice run")?;
+    let status = child.wait().await?;
+    let r = r?;
+    ensure!(
+        num(&r, "targets")? == devices && num(&r, "messages")? == devices * count,
+        "rollout reply: {r}"
+    );
+    check_sum("rollout", &r, devices * count)?;
+
+    let before = device_rows(app).await?;
+    ensure!(
+        before.len() as u64 == devices * count,
+        "{} device messages stored, {} expected",
+        before.len(),
+        devices * count
+    );
+    if let Some(x) = before.iter().find(|x| x.acked || x.dead) {
+        bail!(
+            "run 1 (devices offline) already settled {x:?}: acked or dead-lettered before the kill"
+        );
+    }
+    for d in 0..devices {
+        let recv = format!("Device/dev-{d}");
+        let mine: Vec<&Row> = before.iter().filter(|x| x.receiver == recv).collect();
+        let head = mine.first().context("a device without messages")?;
+        ensure!(
+            head.key == "fw-0" && head.delivery_count >= 1,
+            "{recv}'s first message {head:?} has not had its immediate attempt"
+        );
+        if let Some(x) = mine[1..].iter().find(|x| x.delivery_count != 0) {
+            bail!("{recv}: {x:?} was attempted before its head (FIFO per receiver broken)");
+        }
+    }
+    let attempts_before: i64 = before.iter().map(|x| x.delivery_count).sum();
+    let max_before = before.iter().map(|x| x.delivery_count).max().unwrap_or(0);
+
+    // Run 2: the same folder and file, devices online.
+    set_devices_online(app, true)?;
+    let t1 = Instant::now();
+    let host = start_host(app).await?;
+    let checked = async {
+        let want: Vec<u64> = (0..count).collect();
+        for d in 0..devices {
+            let dev = format!("Device/dev-{d}");
+            wait_for(
+                &format!("{dev} to receive firmware 0..{count}"),
+                BOUND,
+                || async {
+                    let s = ask(&host, &dev, "state", json!({})).await?;
+                    let got = u64s(&s, "firmware")?;
+                    if got == want {
+                        Ok(Ok(()))
+                    } else if want.starts_with(&got) {
+                        Ok(Err(format!("has {got:?}")))
+                    } else {
+                        bail!("{dev} received firmware out of order or twice: {got:?}")
+                    }
+                },
+            )
+            .await?;
+        }
+        drained(&host).await?;
+        dlq_empty(&host).await
+    }
+    .await;
+    let recovery_ms = t1.elapsed().as_millis() as u64;
+    host.stop().await;
+    checked?;
+
+    let after = device_rows(app).await?;
+    for b in &before {
+        let a = after
+            .iter()
+            .find(|a| a.id == b.id)
+            .with_context(|| format!("message {} vanished after run 2", b.id))?;
+        ensure!(a.acked, "message {a:?} not acked after run 2");
+        ensure!(
+            a.delivery_count >= b.delivery_count,
+            "message {} restarted from {} attempts (had {} before run 2)",
+            b.id,
+            a.delivery_count,
+            b.delivery_count
+        );
+    }
+    ensure!(
+        after.len() == before.len(),
+        "run 2 stored {} extra device messages",
+        after.len() - before.len()
+    );
+    Ok(
+        json!({"targets": devices, "messages": devices * count, "accepted": r["accepted"],
+        "rejected": r["rejected"], "rollout_ms": rollout_ms, "killed": status.to_string(),
+        "attempts_before_restart": attempts_before, "max_attempts_before_restart": max_before,
+        "recovery_ms": recovery_ms}),
+    )
+}
+
+/// The key numbers of a scenario's report, for a one-line summary.
+pub fn summary(scenario: &str, v: &Value) -> String {
+    let g = |k: &str| match &v[k] {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        x => x.to_string(),
+    };
+    match scenario {
+        "thundering_herd" => format!(
+            "a={} r={} {}ms redeliv a={}",
+            g("accepted"),
+            g("rejected"),
+            g("wall_ms"),
+            v["redelivery"]["accepted"]
+        ),
+        "config_wave_deploy" => format!(
+            "a={} r={} cs_rej={} {}ms",
+            g("total_accepted"),
+            g("total_rejected"),
+            g("config_server_rejected"),
+            g("deploy_ms")
+        ),
+        "send_heartbeat" => format!("seq={} a={} r={}", g("seq"), g("accepted"), g("rejected")),
+        "heartbeat_burst" => format!(
+            "a={} r={} processed={}",
+            g("accepted"),
+            g("rejected"),
+            g("processed")
+        ),
+        "telemetry_test" => format!(
+            "fast={} outbox={} refused={}",
+            g("fast_path_success"),
+            g("outbox_fallback"),
+            g("burst_refused")
+        ),
+        "offline_delivery" => format!(
+            "r={} tries={} {}ms+{}ms",
+            g("rejected"),
+            g("attempts_before_restart"),
+            g("rollout_ms"),
+            g("recovery_ms")
+        ),
+        "poison_message" => format!(
+            "attempts={} replayed={} {}ms",
+            g("attempts"),
+            g("replayed"),
+            g("dead_ms")
+        ),
+        _ => v.to_string(),
+    }
+}
