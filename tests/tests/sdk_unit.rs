@@ -1,4 +1,4 @@
-//! Each guest SDK's own unit tests (error mapping, seed call shapes, per-call deadlines),
+//! Each guest SDK's (and each job_queue_outbox leader's) own unit tests (error mapping, seed call shapes, per-call deadlines),
 //! run with the language's native test runner so `cargo test` covers them too.
 
 use std::process::Command;
@@ -40,4 +40,27 @@ fn python_sdk_unit_tests() {
 #[test]
 fn typescript_sdk_unit_tests() {
     run("guests/typescript", "npm", &["test", "--silent"]);
+}
+
+#[test]
+fn go_job_queue_outbox_unit_tests() {
+    run("examples/job_queue_outbox/go", "go", &["test", "./..."]);
+}
+
+#[test]
+fn python_job_queue_outbox_unit_tests() {
+    run(
+        "examples/job_queue_outbox/python",
+        "python3",
+        &["-m", "pytest", "-q", "tests/test_app.py"],
+    );
+}
+
+#[test]
+fn typescript_job_queue_outbox_unit_tests() {
+    run(
+        "examples/job_queue_outbox/typescript",
+        "node",
+        &["test/run.mjs"],
+    );
 }

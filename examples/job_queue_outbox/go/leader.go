@@ -161,11 +161,12 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, e
 		}
 		waves = append(waves, waveResult{wave, len(targets), result.Accepted, result.Rejected, host.NowMs() - t0})
 		total.add(result)
-		// Every worker of the wave downloads the version: the config servers take one at a
-		// time with two slots, so they fill; rejected downloads wait in the outbox.
+		// Every worker of the wave downloads the version from the wave's server,
+		// cs-(wave mod 2): it takes one at a time with two slots, so it fills; rejected
+		// downloads wait in the outbox.
+		server := fmt.Sprintf("ConfigServer/cs-%d", wave%configServers)
 		for i := start; i < end; i++ {
 			w := workers[i]
-			server := fmt.Sprintf("ConfigServer/cs-%d", i%configServers)
 			download := map[string]any{"download": req.Version, "worker": w}
 			dl, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{server},
 				download, "cast", "dl-"+req.Version+"-"+w, "append")

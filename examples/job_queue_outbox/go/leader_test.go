@@ -120,7 +120,8 @@ func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *t
 		if strings.HasPrefix(r.Targets[0], "ConfigServer/") {
 			w := p["worker"].(string)
 			i := strings.TrimPrefix(w, "Worker/worker-")
-			wantServer := map[string]string{"0": "cs-0", "1": "cs-1", "2": "cs-0", "3": "cs-1", "4": "cs-0"}[i]
+			// Waves of two: workers 0-1 are wave 0, 2-3 wave 1, 4 wave 2.
+			wantServer := map[string]string{"0": "cs-0", "1": "cs-0", "2": "cs-1", "3": "cs-1", "4": "cs-0"}[i]
 			if r.Targets[0] != "ConfigServer/"+wantServer || r.IdempotencyKey != "dl-2.1.0-"+w || p["download"] != "2.1.0" {
 				t.Fatalf("download %+v %v", r, p)
 			}

@@ -96,7 +96,8 @@ func (d *Device) Handle(env *sluice.Envelope) ([]byte, error) {
 			return nil, sluice.InvalidArgument("INVALID_ARGUMENT: no firmware")
 		}
 		if !d.online {
-			return nil, sluice.Unavailable("UNAVAILABLE: device offline")
+			// "Come back in a second": the relay backs off at least that long.
+			return nil, deviceOffline()
 		}
 		if k := *req.Firmware; !d.seen[k] {
 			d.seen[k] = true
@@ -116,3 +117,13 @@ func nonNil[T any](s []T) []T {
 	}
 	return s
 }
+
+// deviceOffline is what an offline device answers: RESOURCE_EXHAUSTED with a retry hint, so
+// the relay backs off at least retry_after_ms between attempts (capacity, not a fault).
+func deviceOffline() error {
+	after := uint64(deviceRetryAfterMs)
+	return &sluice.Error{Code: sluice.CodeResourceExhausted,
+		Message: "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)", RetryAfterMs: &after}
+}
+
+const deviceRetryAfterMs = 1000

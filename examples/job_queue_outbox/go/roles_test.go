@@ -105,7 +105,7 @@ func TestOfflineDeviceFailsUnavailableAndOnlineOneRecordsInOrder(t *testing.T) {
 	off := initRole(t, `{"role":"device","online":false}`)
 	_, err := off.Handle(&sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"firmware":0}`)})
 	var e *sluice.Error
-	if !errors.As(err, &e) || !errors.Is(err, sluice.ErrUnavailable) || e.Message != "UNAVAILABLE: device offline" {
+	if !errors.As(err, &e) || !errors.Is(err, sluice.ErrResourceExhausted) || e.Message != "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)" || *e.RetryAfterMs != 1000 {
 		t.Fatalf("%v", err)
 	}
 	on := initRole(t, `{"role":"device","online":true}`)

@@ -292,7 +292,9 @@ class Device(Role):
 
     def handle_dispatch(self, msg):
         if not self.online:
-            raise sluice.Unavailable("UNAVAILABLE: device offline")
+            # "Come back in a second": the relay backs off at least retry_after_ms.
+            raise sluice.ResourceExhausted(
+                "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)", retry_after_ms=1000)
         if msg["firmware"] not in self.firmware:
             self.firmware.append(msg["firmware"])
         return {"ok": True}

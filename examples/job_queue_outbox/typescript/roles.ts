@@ -1,6 +1,6 @@
 // The other roles: Worker, ConfigServer, TelemetryCollector, Device. Each records what it
 // processes once per id: the outbox is at-least-once, the actors make it exactly-once.
-import { type Envelope, InvalidArgument, Unavailable, host } from "@sluice/guest";
+import { type Envelope, InvalidArgument, ResourceExhausted, host } from "@sluice/guest";
 import { KEY, type Role, SeenList, busy, ctx, jsonBytes, payloadOf, unknownMessage } from "./common.ts";
 
 interface WorkerMessage {
@@ -138,8 +138,11 @@ export class Device implements Role {
       case "dispatch": case "process": {
         const { firmware } = payloadOf<{ firmware: number }>(env);
         if (typeof firmware !== "number") throw new InvalidArgument("INVALID_ARGUMENT: no firmware number");
-        // The relay retries this with backoff; the message's delivery count grows.
-        if (!this.online) throw new Unavailable("UNAVAILABLE: device offline");
+        // "Come back in a second": the relay backs off at least retry_after_ms between
+        // attempts; the message's delivery count grows.
+        if (!this.online) {
+          throw new ResourceExhausted("RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)", { retryAfterMs: 1000 });
+        }
         this.firmware.record(firmware);
         return { firmware };
       }

@@ -219,11 +219,12 @@ def test_collector_records_each_seq_once_and_counts_bursts(fake):
     assert send(col, "state") == {"telemetry": [0, 1], "bursts": 2}
 
 
-def test_device_offline_fails_unavailable_online_records_in_order(fake):
+def test_device_offline_asks_to_come_back_later_online_records_in_order(fake):
     off = actor("device", online=False)
-    with pytest.raises(sluice.Unavailable) as info:
+    with pytest.raises(sluice.ResourceExhausted) as info:
         send(off, "dispatch", {"firmware": 0})
-    assert str(info.value) == "UNAVAILABLE: device offline"
+    assert str(info.value) == "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)"
+    assert info.value.retry_after_ms == 1000
     assert send(off, "state") == {"firmware": []}
     on = actor("device", online=True)
     for k in (0, 1, 1, 2):
@@ -241,8 +242,9 @@ def test_errors_cross_the_export_as_guest_errors(fake):
                          principal="system", deadline_ms=None)
     with pytest.raises(Err) as info:
         Export().handle(env)
-    assert info.value.value.code == E.UNAVAILABLE
-    assert info.value.value.message == "UNAVAILABLE: device offline"
+    assert info.value.value.code == E.RESOURCE_EXHAUSTED
+    assert info.value.value.message == "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)"
+    assert info.value.value.retry_after_ms == 1000
 
 
 def test_a_payload_missing_a_field_is_a_guest_error_not_a_trap(fake):

@@ -371,10 +371,14 @@ impl JobQueue {
                     return out(json!({"firmware": d.firmware}));
                 }
                 if !d.online {
-                    return Err(Error::new(
-                        ErrorCode::Unavailable,
-                        "UNAVAILABLE: device offline",
-                    ));
+                    // "Come back in a second": the relay backs off at least that long.
+                    return Err(Error {
+                        retry_after_ms: Some(1000),
+                        ..Error::new(
+                            ErrorCode::ResourceExhausted,
+                            "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)",
+                        )
+                    });
                 }
                 let k = u(req, "firmware", 0);
                 if !d.firmware.contains(&k) {

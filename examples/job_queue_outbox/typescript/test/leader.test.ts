@@ -77,13 +77,13 @@ test("firmware_rollout: every device gets 0..19 in order", () => {
   for (let d = 0; d < 10; d++) assert.deepEqual(world.ask(`Device/dev-${d}`, "state").firmware, range(20));
 });
 
-test("firmware_rollout offline: nothing delivered, devices fail UNAVAILABLE", () => {
+test("firmware_rollout offline: nothing delivered, devices ask to come back later", () => {
   world.reset({ Device: { online: false } });
   const r = world.ask(L, "firmware_rollout", { devices: 10, count: 20 });
   assert.deepEqual([r.accepted, r.rejected], [0, 200]);
   assert.equal(world.pending().length, 200);
   world.drain();
-  assert.ok(world.dead().every((row) => row.lastError === "UNAVAILABLE: device offline"));
+  assert.ok(world.dead().every((row) => row.lastError === "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)"));
 });
 
 test("poison: dead after 5 attempts with the worker's error; after fix a replay records it once", () => {
