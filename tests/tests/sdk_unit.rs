@@ -1,5 +1,6 @@
-//! Each guest SDK's (and each job_queue_outbox leader's) own unit tests (error mapping, seed call shapes, per-call deadlines),
-//! run with the language's native test runner so `cargo test` covers them too.
+//! Each guest SDK's own unit tests (error mapping, seed call shapes, per-call deadlines) and
+//! each job_queue_outbox leader's, run with the language's native test runner so `cargo test`
+//! covers them too.
 
 use std::process::Command;
 
