@@ -59,6 +59,17 @@ pub(crate) struct HostInner {
     _ticker: EpochTicker,
 }
 
+impl Drop for HostInner {
+    /// A type's cell map and each cell's handle on its type form a cycle that only
+    /// deactivation breaks; break it for every cell left, so the types, their modules and the
+    /// engine's instance pool (a large virtual mapping) go with the host.
+    fn drop(&mut self) {
+        for t in self.registry.all() {
+            t.cells.lock().clear();
+        }
+    }
+}
+
 impl HostInner {
     pub fn cache(&self) -> &ComponentCache {
         &self.cache
