@@ -200,7 +200,7 @@ async fn guest_errors_are_values_not_traps_and_imports_reach_the_host() {
     let who = sluice_tests::json(&host.ask("Echo/1", "whoami", "", T).await.unwrap());
     assert_eq!(who["self_id"], "Echo/1");
     assert_eq!(who["principal"], "system");
-    // Outbox and bus are not wired on a bare host yet: a typed UNAVAILABLE, not a trap.
+    // A bare host has no outbox: a typed UNAVAILABLE, not a trap.
     for (ty, req) in [
         (
             "tell_reliable",
@@ -210,9 +210,16 @@ async fn guest_errors_are_values_not_traps_and_imports_reach_the_host() {
             "dispatch",
             r#"{"targets":["Echo/2"],"msg_type":"echo","payload":"x"}"#,
         ),
-        ("publish", r#"{"topic":"a.b","payload":"x"}"#),
     ] {
         let r = sluice_tests::json(&host.ask("Echo/1", ty, req, T).await.unwrap());
         assert_eq!(r["error"]["type"], "Unavailable", "{ty}: {r}");
     }
+    // Every host has a bus: publishing with no subscriber succeeds and reaches nobody.
+    let r = sluice_tests::json(
+        &host
+            .ask("Echo/1", "publish", r#"{"topic":"a.b","payload":"x"}"#, T)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(r, serde_json::json!({"ok": true}));
 }
