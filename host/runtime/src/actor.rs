@@ -380,6 +380,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
             // The caller has given up; running the turn would spend capacity on a reply
             // nobody reads.
             cell.ty.metrics.turns_skipped.increment(1);
+            cell.inbox.lock().running = false;
             msg.answer(Err(ActorError::deadline_exceeded(true)));
             continue;
         }
@@ -401,6 +402,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
             match activate(&cell, &host, &module).await {
                 Ok(l) => live = Some(l),
                 Err(e) => {
+                    cell.inbox.lock().running = false;
                     msg.answer(Err(e));
                     if !may_restart(&mut crashes, &module) {
                         stop(&cell);
@@ -414,6 +416,9 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         *cell.last_active.lock() = now;
         host.inflight.fetch_add(1, Ordering::Relaxed);
         let outcome = turn(l, &host, &mut msg, now).await;
+        // The turn is over before anyone hears of it: a caller that got its reply must never
+        // find this actor still counted as mid-turn (admission depth, LRU eviction).
+        cell.inbox.lock().running = false;
         host.inflight.fetch_sub(1, Ordering::Relaxed);
         let took = now.elapsed();
         cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
