@@ -19,18 +19,12 @@ pub struct RawInstance {
 impl RawInstance {
     /// Compiles (or loads from cache) and instantiates `wasm`, then runs `init("{}")`.
     pub async fn new(host: &Host, wasm: &[u8]) -> anyhow::Result<Self> {
-        let inner = host.inner();
-        let component = inner.cache().load("raw", wasm)?;
-        let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
-        let state = StoreState::new(
-            inner.clone(),
-            ActorId::parse("Raw/0")?,
-            &Default::default(),
-            128 << 20,
-            Duration::from_secs(3600),
-        );
-        let mut store = Store::new(&inner.engine, state);
-        store.set_epoch_deadline(u64::MAX / 2);
+        Self::start(host, &prepare(host, wasm)?).await
+    }
+
+    /// A fresh store, an instance of `pre` in it, and `init("{}")` run.
+    async fn start(host: &Host, pre: &ActorWorldPre<StoreState>) -> anyhow::Result<Self> {
+        let mut store = raw_store(host)?;
         let world = pre.instantiate_async(&mut store).await?;
         world
             .sluice_actor_actor()
@@ -57,23 +51,37 @@ impl RawInstance {
     }
 }
 
+/// The component of `wasm` (compiled or loaded from the host's cache), ready to instantiate.
+fn prepare(host: &Host, wasm: &[u8]) -> anyhow::Result<ActorWorldPre<StoreState>> {
+    let inner = host.inner();
+    let component = inner.cache().load("raw", wasm)?;
+    Ok(ActorWorldPre::new(
+        inner.linker().instantiate_pre(&component)?,
+    )?)
+}
+
+/// A store on the host's engine with no turn limit and the default memory ceiling.
+fn raw_store(host: &Host) -> anyhow::Result<Store<StoreState>> {
+    let inner = host.inner();
+    let state = StoreState::new(
+        inner.clone(),
+        ActorId::parse("Raw/0")?,
+        &Default::default(),
+        128 << 20,
+        Duration::from_secs(3600),
+    );
+    let mut store = Store::new(&inner.engine, state);
+    store.set_epoch_deadline(u64::MAX / 2);
+    Ok(store)
+}
+
 /// Time to instantiate `wasm` `n` times (each instance dropped before the next), for the
 /// activation benchmark's baseline.
 pub async fn instantiate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Duration> {
-    let inner = host.inner();
-    let component = inner.cache().load("raw", wasm)?;
-    let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
+    let pre = prepare(host, wasm)?;
     let t0 = std::time::Instant::now();
     for _ in 0..n {
-        let state = StoreState::new(
-            inner.clone(),
-            ActorId::parse("Raw/0")?,
-            &Default::default(),
-            128 << 20,
-            Duration::from_secs(3600),
-        );
-        let mut store = Store::new(&inner.engine, state);
-        store.set_epoch_deadline(u64::MAX / 2);
+        let mut store = raw_store(host)?;
         let world = pre.instantiate_async(&mut store).await?;
         std::hint::black_box(&world);
     }
@@ -84,28 +92,11 @@ pub async fn instantiate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result
 /// one `handle` call — keeping them all alive (so each lands in a fresh pool slot and pays
 /// its first-touch page faults), for the activation benchmark's like-for-like baseline.
 pub async fn activate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Duration> {
-    let inner = host.inner();
-    let component = inner.cache().load("raw", wasm)?;
-    let pre = ActorWorldPre::new(inner.linker().instantiate_pre(&component)?)?;
+    let pre = prepare(host, wasm)?;
     let mut keep = Vec::with_capacity(n);
     let t0 = std::time::Instant::now();
     for _ in 0..n {
-        let state = StoreState::new(
-            inner.clone(),
-            ActorId::parse("Raw/0")?,
-            &Default::default(),
-            128 << 20,
-            Duration::from_secs(3600),
-        );
-        let mut store = Store::new(&inner.engine, state);
-        store.set_epoch_deadline(u64::MAX / 2);
-        let world = pre.instantiate_async(&mut store).await?;
-        world
-            .sluice_actor_actor()
-            .call_init(&mut store, "{}")
-            .await?
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        let mut raw = RawInstance { store, world };
+        let mut raw = RawInstance::start(host, &pre).await?;
         std::hint::black_box(raw.call("echo", b"").await?);
         keep.push(raw);
     }
