@@ -25,7 +25,7 @@ echo "== test"
 # `--all` also runs the slow polyglot checks (every language's error mapping, the 200k-call
 # soak per language, `sluice build` through the CLI).
 if [ "${1:-}" = "--all" ]; then
-  cargo test --workspace -- --test-threads=4 --include-ignored
+  cargo test --workspace --no-fail-fast -- --test-threads=4 --include-ignored
 else
-  cargo test --workspace -- --test-threads=4
+  cargo test --workspace --no-fail-fast -- --test-threads=4
 fi

@@ -32,7 +32,11 @@
 //! Deficit round-robin over the buckets in arrival order. When a bucket's
 //! turn starts it earns `quantum = max(min_quantum, budget_bytes / active)`
 //! bytes of deficit; it sends head messages while the head costs no more than
-//! its deficit, then the turn passes on. A bucket that could not send anything
+//! its deficit, then the turn passes on. When principals join during a turn,
+//! the quantum shrinks and the running turn's allowance with it, so a flooder
+//! that started its turn alone cannot keep a whole budget's worth of turn
+//! after the others arrive (the queue is drained one message at a time by a
+//! pump that may hold a message for a long while). A bucket that could not send anything
 //! in a turn is *starved* (counted, reported to the [`DrrObserver`]) and
 //! rotated to the back, keeping its deficit, so large messages get through
 //! after a bounded number of rounds. An emptied bucket is freed and its

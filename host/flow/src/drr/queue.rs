@@ -35,6 +35,9 @@ struct Bucket<K, T> {
     generation: u64,
     /// The bucket's DRR turn has started (quantum added) and not yet ended.
     in_turn: bool,
+    /// The quantum granted when the current turn started. If principals join
+    /// mid-turn the fair share shrinks, and so does what is left of this turn.
+    turn_quantum: usize,
     sent_this_turn: bool,
     /// Sequence number of the first non-control message, if any. Mirrors the
     /// bucket's entry in `DrrQueue::evictable`.
@@ -271,6 +274,7 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
                     deficit: 0,
                     generation,
                     in_turn: false,
+                    turn_quantum: 0,
                     sent_this_turn: false,
                     evictable_seq: None,
                 });
@@ -452,7 +456,13 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
             if !b.in_turn {
                 b.in_turn = true;
                 b.sent_this_turn = false;
+                b.turn_quantum = quantum;
                 b.deficit = b.deficit.saturating_add(quantum);
+            } else if quantum < b.turn_quantum {
+                // Principals joined mid-turn: this turn's allowance shrinks to the new
+                // fair share. Deficit carried over from starved turns is kept.
+                b.deficit = b.deficit.saturating_sub(b.turn_quantum - quantum);
+                b.turn_quantum = quantum;
             }
             let head_cost = b.queue.front().expect("live bucket is non-empty").msg.cost;
             if head_cost <= b.deficit {

@@ -395,3 +395,23 @@ fn a_burst_of_principals_does_not_pin_its_peak_memory() {
     assert_eq!(q.bytes_in_use(), 0);
     assert_eq!(q.oldest_enqueued_at(), None);
 }
+
+#[test]
+fn a_turn_started_alone_shrinks_when_others_join() {
+    // Alone, principal 1 earns the whole budget (8000 bytes = 8 messages) for its turn.
+    let mut q = DrrConfig {
+        budget_bytes: 8000,
+        max_per_principal: 256,
+        min_quantum_bytes: 1,
+    }
+    .build::<u32, u64>();
+    let now = Instant::now();
+    for i in 0..7u64 {
+        q.push(1, Msg::new(i, 1000, now), &mut ()).unwrap();
+    }
+    assert_eq!(q.pop(&mut ()).unwrap().principal, 1);
+    // Principal 2 arrives mid-turn: the fair share is now 4000, of which 1000 is spent.
+    q.push(2, Msg::new(100, 1000, now), &mut ()).unwrap();
+    let order: Vec<u32> = drain_all(&mut q).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(order, vec![1, 1, 1, 2, 1, 1, 1]);
+}
