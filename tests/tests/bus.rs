@@ -451,6 +451,10 @@ async fn bad_subscription_patterns_are_typed_config_errors() {
         .subscribe(Subscription::broadcast("Echo", "1", &deep))
         .unwrap_err();
     assert!(e.to_string().contains("more than 20 segments"), "{e}");
+    let mut keyed = Subscription::dispatch("Echo", "evt.*");
+    keyed.key = "1".into();
+    let e = host.subscribe(keyed).unwrap_err();
+    assert!(e.to_string().contains("has no key"), "{e}");
     assert_eq!(
         host.publish("a..b", "", None).unwrap_err().code,
         ErrorCode::InvalidArgument
@@ -543,4 +547,120 @@ async fn app_config_bus_table_declares_subscriptions_and_limits() {
     .await;
     assert_eq!(r["error"]["type"], "InvalidArgument", "{r}");
     host.stop().await;
+}
+
+async fn deploy_slow(host: &Host) {
+    let bytes = std::fs::read(rust_guest("slow")).unwrap();
+    host.deploy(ChildSpec::new("Slow", "slow.wasm"), bytes)
+        .await
+        .unwrap();
+}
+
+fn items_of(r: &Value) -> Vec<String> {
+    r["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A dispatch subscription hands principal p's events to the actor `Echo/p`, in publish
+/// order; a consumer idle past `dispatch_idle_ms` frees its queue, and an event published
+/// after that starts a fresh one and is delivered (idle eviction never loses an event).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_subscription_gives_each_principal_its_own_actor_in_order() {
+    let bus = BusSettings {
+        dispatch_idle_ms: 200,
+        ..BusSettings::default()
+    }
+    .subscribe(Subscription::dispatch("Echo", "evt.d.*"));
+    let host = undeployed_host(bus).await;
+    deploy_echo(&host).await;
+    for i in 0..30 {
+        for p in ["alice", "bob"] {
+            host.publish("evt.d.x", format!("{p}:{i}"), Some(p))
+                .unwrap();
+        }
+    }
+    for p in ["alice", "bob"] {
+        let r = recorded(&host, &format!("Echo/{p}"), 30).await;
+        let want: Vec<String> = (0..30).map(|i| format!("{p}:{i}")).collect();
+        assert_eq!(items_of(&r), want, "{p}");
+        for e in r["envelopes"].as_array().unwrap() {
+            assert_eq!(e["principal"], p, "{r}");
+        }
+    }
+    let s = stats_of(&host, "Echo/{principal}");
+    assert_eq!(
+        (s.mode, s.delivered, s.dropped),
+        ("dispatch", 60, 0),
+        "{s:?}"
+    );
+    // Both consumers go idle and free their queues.
+    let s = wait_stats(&host, "Echo/{principal}", "idle queues freed", |s| {
+        s.dispatch
+            .is_some_and(|d| d.queues == 0 && d.idle_evictions >= 2)
+    })
+    .await;
+    assert_eq!(s.dispatch.unwrap().overflowed, 0, "{s:?}");
+    host.publish("evt.d.x", "alice:30", Some("alice")).unwrap();
+    let r = recorded(&host, "Echo/alice", 31).await;
+    assert_eq!(items_of(&r).last().unwrap(), "alice:30");
+}
+
+/// One principal's actor is stuck (its turn waits 5 s on `Slow`): its dispatcher queue
+/// (capacity 1) fills and the next event is dropped and counted, while another principal —
+/// folded into the `system` queue by a cap of one queue per actor type — is served at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_isolates_a_stuck_principal_and_counts_what_its_full_queue_drops() {
+    let bus = BusSettings {
+        dispatch_queue_capacity: 1,
+        dispatch_max_queues_per_actor_type: 1,
+        ..BusSettings::default()
+    }
+    .subscribe(Subscription::dispatch("Echo", "evt.d.*"));
+    let host = undeployed_host(bus).await;
+    deploy_echo(&host).await;
+    deploy_slow(&host).await;
+    // Queued at once (a tell is synchronous): alice's actor is busy for 5 s from now.
+    let stuck_at = Instant::now();
+    host.tell(
+        "Echo/alice",
+        "ask",
+        json!({"to": "Slow/x", "msg_type": "sleep", "payload": "5000", "timeout_ms": 10000})
+            .to_string(),
+    )
+    .unwrap();
+    host.publish("evt.d.x", "alice:1", Some("alice")).unwrap();
+    // alice:1 is in Echo/alice's mailbox; her consumer waits for that turn.
+    wait_stats(&host, "Echo/{principal}", "alice:1 handed over", |s| {
+        s.delivered == 1
+    })
+    .await;
+    host.publish("evt.d.x", "alice:2", Some("alice")).unwrap();
+    wait_stats(&host, "Echo/{principal}", "alice:2 queued", |s| {
+        s.queued == 0
+    })
+    .await;
+    host.publish("evt.d.x", "alice:3", Some("alice")).unwrap();
+    let s = wait_stats(&host, "Echo/{principal}", "alice:3 dropped", |s| {
+        s.dropped == 1
+    })
+    .await;
+    assert_eq!(s.delivered, 1, "{s:?}");
+    // Bob exceeds the one-queue cap: he shares the system queue and is served meanwhile.
+    host.publish("evt.d.x", "bob:1", Some("bob")).unwrap();
+    let r = recorded(&host, "Echo/bob", 1).await;
+    assert!(
+        stuck_at.elapsed() < Duration::from_millis(5000),
+        "bob waited for alice's stuck turn"
+    );
+    assert_eq!(items_of(&r), ["bob:1"]);
+    assert_eq!(r["envelopes"][0]["principal"], "bob");
+    let s = stats_of(&host, "Echo/{principal}");
+    assert_eq!(s.dispatch.unwrap().overflowed, 1, "{s:?}");
+    // Alice gets what her queue held, in order; alice:3 was dropped (and counted).
+    let r = recorded(&host, "Echo/alice", 2).await;
+    assert_eq!(items_of(&r), ["alice:1", "alice:2"]);
 }

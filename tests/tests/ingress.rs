@@ -285,3 +285,107 @@ fn uuid_like() -> String {
             .as_nanos()
     )
 }
+
+/// `[ingress.tokens]`: a token runs its calls as its own principal and cannot claim another;
+/// a gateway token (`"*"`) names the principal per request; no token or an unknown one is
+/// 401. Without tokens, `x-sluice-principal` is believed only on a loopback ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_principal_comes_from_a_token_not_from_an_unauthenticated_header() {
+    use sluice_cli::ingress::IngressAuth;
+    let host = host_with(
+        test_config(),
+        vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
+    )
+    .await;
+    let settings: sluice_runtime::IngressSettings =
+        toml::from_str(r#"tokens = { "tok-alice" = "user:alice", "tok-gateway" = "*" }"#).unwrap();
+    let serve_with = |auth| {
+        let host = host.clone();
+        async move {
+            format!(
+                "http://{}",
+                serve(sluice_cli::ingress::router_with(host, auth)).await
+            )
+        }
+    };
+    let secured = serve_with(IngressAuth::new(&settings, false)).await;
+    let open_public = serve_with(IngressAuth::new(&Default::default(), false)).await;
+    let open_loopback = serve_with(IngressAuth::loopback()).await;
+    let http = reqwest::Client::new();
+    let whoami = |base: &str, token: Option<&str>, principal: Option<&str>| {
+        let mut req = http.post(format!("{base}/actors/Echo/1/ask/whoami"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(p) = principal {
+            req = req.header("x-sluice-principal", p);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let body: serde_json::Value = resp.json().await.unwrap();
+            (status, body)
+        }
+    };
+    let principal_of = |(status, body): (u16, serde_json::Value)| {
+        assert_eq!(status, 200, "{body}");
+        body["principal"].as_str().unwrap().to_string()
+    };
+    // Secured: the token decides.
+    assert_eq!(
+        principal_of(whoami(&secured, Some("tok-alice"), None).await),
+        "user:alice"
+    );
+    assert_eq!(
+        principal_of(whoami(&secured, Some("tok-alice"), Some("user:alice")).await),
+        "user:alice"
+    );
+    let (status, body) = whoami(&secured, Some("tok-alice"), Some("user:bob")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("permission-denied"))
+    );
+    assert_eq!(
+        principal_of(whoami(&secured, Some("tok-gateway"), Some("user:bob")).await),
+        "user:bob"
+    );
+    assert_eq!(
+        principal_of(whoami(&secured, Some("tok-gateway"), None).await),
+        "system"
+    );
+    for token in [None, Some("tok-mallory")] {
+        let (status, body) = whoami(&secured, token, Some("user:alice")).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (401, Some("unauthenticated")),
+            "{body}"
+        );
+    }
+    // No tokens, not loopback: a claimed principal is refused, an unclaimed call is `system`.
+    let (status, body) = whoami(&open_public, None, Some("user:bob")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("[ingress.tokens]"),
+        "{body}"
+    );
+    assert_eq!(
+        principal_of(whoami(&open_public, None, None).await),
+        "system"
+    );
+    // No tokens, loopback: the header is believed (development).
+    assert_eq!(
+        principal_of(whoami(&open_loopback, None, Some("user:bob")).await),
+        "user:bob"
+    );
+    // A malformed principal header is a typed 400 everywhere.
+    let long = "p".repeat(257);
+    let (status, body) = whoami(&open_loopback, None, Some(&long)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid-argument")),
+        "{body}"
+    );
+}

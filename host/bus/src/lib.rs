@@ -30,7 +30,8 @@ mod route;
 pub use broadcast::EventReceiver;
 pub use bus::{BusConfig, DEFAULT_BROADCAST_CAPACITY, EventBus, PublishError, PublishReport};
 pub use dispatcher::{
-    DispatchError, DispatchKey, Dispatcher, DispatcherConfig, DispatcherStats, Handler,
+    DEFAULT_IDLE_GRACE, DEFAULT_MAX_QUEUES_PER_ACTOR_TYPE, DEFAULT_QUEUE_CAPACITY, DispatchError,
+    DispatchKey, Dispatcher, DispatcherConfig, DispatcherStats, Handler,
 };
 pub use event::{Event, PrincipalClass, SYSTEM_PRINCIPAL};
 pub use ratelimit::IpcRateLimiter;

@@ -24,6 +24,17 @@ pub struct CallOutcome {
     pub body: Vec<u8>,
 }
 
+/// What a call says about itself besides its payload.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallHeaders<'a> {
+    /// The call's deadline (`x-sluice-deadline-ms`).
+    pub deadline_ms: Option<u64>,
+    /// The principal it is made for (`x-sluice-principal`).
+    pub principal: Option<&'a str>,
+    /// The ingress bearer token.
+    pub token: Option<&'a str>,
+}
+
 /// POSTs to the ingress: `verb` is `ask` or `tell`.
 pub async fn call(
     base: &str,
@@ -31,9 +42,13 @@ pub async fn call(
     actor: &str,
     msg_type: &str,
     payload: Vec<u8>,
-    deadline_ms: Option<u64>,
-    principal: Option<&str>,
+    headers: &CallHeaders<'_>,
 ) -> anyhow::Result<CallOutcome> {
+    let CallHeaders {
+        deadline_ms,
+        principal,
+        token,
+    } = *headers;
     let Some((ty, key)) = actor.split_once('/') else {
         bail!("actor must be TYPE/KEY, got {actor:?}")
     };
@@ -47,6 +62,9 @@ pub async fn call(
     }
     if let Some(p) = principal {
         req = req.header(crate::ingress::PRINCIPAL_HEADER, p);
+    }
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
     }
     let resp = req.send().await.context("ingress unreachable")?;
     Ok(CallOutcome {

@@ -3,25 +3,151 @@
 //! Errors are JSON `{code, message, retry_after_ms, skipped, scope, depth, limit}` with the
 //! status of their code: 429 resource-exhausted/overloaded, 404, 400, 503, 504, 500.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use sluice_runtime::{ActorError, CallOptions, Host, OverloadScope, TellReceipt};
+use sluice_runtime::{ActorError, CallOptions, Host, IngressSettings, OverloadScope, TellReceipt};
 
 /// The header carrying a call's remaining budget in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-sluice-deadline-ms";
 /// The header naming the principal the call is made for.
 pub const PRINCIPAL_HEADER: &str = "x-sluice-principal";
 
-/// The ingress router for `host`.
+/// Who may call the ingress, and as which principal (from the app config's `[ingress]`).
+///
+/// - A request with `Authorization: Bearer T` runs as the principal `T` stands for; an
+///   unknown token is 401. A token's own principal cannot be overridden: a different
+///   `x-sluice-principal` is 403. A gateway token (principal `"*"`) takes the principal
+///   from `x-sluice-principal` (`system` when absent).
+/// - Without a token: refused (401) when tokens are configured. With none configured, the
+///   call runs as `x-sluice-principal` only if the ingress listens on loopback (a
+///   development setup, where whoever can connect already runs on the machine); otherwise a
+///   request naming a principal is 401, and one naming none runs as `system`.
+#[derive(Clone, Default)]
+pub struct IngressAuth {
+    tokens: HashMap<String, Grant>,
+    trust_header: bool,
+}
+
+#[derive(Clone)]
+enum Grant {
+    Principal(Arc<str>),
+    Gateway,
+}
+
+impl std::fmt::Debug for IngressAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the tokens.
+        f.debug_struct("IngressAuth")
+            .field("tokens", &self.tokens.len())
+            .field("trust_header", &self.trust_header)
+            .finish()
+    }
+}
+
+/// A refused request: status and canonical code.
+struct Refusal(StatusCode, &'static str, String);
+
+impl IngressAuth {
+    /// The rules for an ingress with these settings, listening on a loopback address or not.
+    pub fn new(settings: &IngressSettings, loopback: bool) -> Self {
+        let tokens = settings
+            .tokens
+            .iter()
+            .map(|(t, p)| {
+                let grant = if p == "*" {
+                    Grant::Gateway
+                } else {
+                    Grant::Principal(Arc::from(p.as_str()))
+                };
+                (t.clone(), grant)
+            })
+            .collect();
+        Self {
+            tokens,
+            trust_header: loopback,
+        }
+    }
+
+    /// No tokens, and `x-sluice-principal` believed: an ingress on loopback.
+    pub fn loopback() -> Self {
+        Self::new(&IngressSettings::default(), true)
+    }
+
+    /// Whether requests must carry a token.
+    pub fn requires_token(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The principal `headers` may act as (`None` = `system`), or why not.
+    fn principal(&self, headers: &HeaderMap) -> Result<Option<Arc<str>>, Refusal> {
+        let claimed = match headers.get(PRINCIPAL_HEADER) {
+            None => None,
+            Some(v) => match v.to_str() {
+                Ok(p) if !p.is_empty() && p.len() <= 256 && !p.chars().any(char::is_control) => {
+                    Some(p)
+                }
+                _ => {
+                    return Err(Refusal(
+                        StatusCode::BAD_REQUEST,
+                        "INVALID_ARGUMENT",
+                        format!("{PRINCIPAL_HEADER} must be 1..=256 printable characters"),
+                    ));
+                }
+            },
+        };
+        let bearer = headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let unauthenticated =
+            |why: &str| Refusal(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", why.to_string());
+        match bearer {
+            Some(token) => match self.tokens.get(token) {
+                None => Err(unauthenticated("unknown bearer token")),
+                Some(Grant::Gateway) => Ok(claimed.map(Arc::from)),
+                Some(Grant::Principal(p)) => match claimed {
+                    Some(c) if c != &**p => Err(Refusal(
+                        StatusCode::FORBIDDEN,
+                        "PERMISSION_DENIED",
+                        format!("this token acts as {p:?}, not {c:?}"),
+                    )),
+                    _ => Ok(Some(p.clone())),
+                },
+            },
+            None if self.requires_token() => Err(unauthenticated(
+                "this ingress requires Authorization: Bearer <token>",
+            )),
+            None if claimed.is_some() && !self.trust_header => Err(unauthenticated(
+                "x-sluice-principal needs a token ([ingress.tokens]) when the ingress is not on loopback",
+            )),
+            None => Ok(claimed.map(Arc::from)),
+        }
+    }
+}
+
+struct IngressState {
+    host: Host,
+    auth: IngressAuth,
+}
+
+/// The ingress router for `host` on loopback without tokens (see [`IngressAuth::loopback`]).
 pub fn router(host: Host) -> Router {
+    router_with(host, IngressAuth::loopback())
+}
+
+/// The ingress router for `host` with these authentication rules.
+pub fn router_with(host: Host, auth: IngressAuth) -> Router {
     // Let oversize bodies reach the host so they get its typed INVALID_ARGUMENT, up to a
     // hard transport ceiling of twice the payload limit.
     let limit = host.config().max_payload_bytes.saturating_mul(2);
@@ -31,7 +157,7 @@ pub fn router(host: Host) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(Arc::new(host))
+        .with_state(Arc::new(IngressState { host, auth }))
 }
 
 /// An error as the wire carries it.
@@ -83,32 +209,39 @@ pub fn deadline_from(headers: &HeaderMap) -> Option<Instant> {
     sluice_flow::deadline::budget_from_header(text).map(|b| Instant::now() + b)
 }
 
-fn options(headers: &HeaderMap) -> CallOptions {
-    CallOptions {
+fn options(state: &IngressState, headers: &HeaderMap) -> Result<CallOptions, Refusal> {
+    Ok(CallOptions {
         deadline: deadline_from(headers),
-        principal: headers
-            .get(PRINCIPAL_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|p| !p.is_empty() && p.len() <= 256)
-            .map(Arc::from),
+        principal: state.auth.principal(headers)?,
         sender: None,
         internal: false,
+    })
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let Refusal(status, code, msg) = self;
+        let body = json!({
+            "code": code.to_ascii_lowercase().replace('_', "-"),
+            "message": format!("{code}: {msg}"),
+        });
+        (status, axum::Json(body)).into_response()
     }
 }
 
 async fn ask(
-    State(host): State<Arc<Host>>,
+    State(state): State<Arc<IngressState>>,
     Path((ty, key, msg_type)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match host
-        .ask_with(
-            &format!("{ty}/{key}"),
-            &msg_type,
-            body.to_vec(),
-            options(&headers),
-        )
+    let opts = match options(&state, &headers) {
+        Ok(o) => o,
+        Err(r) => return r.into_response(),
+    };
+    match state
+        .host
+        .ask_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
         .await
     {
         Ok(reply) => (StatusCode::OK, reply).into_response(),
@@ -117,17 +250,19 @@ async fn ask(
 }
 
 async fn tell(
-    State(host): State<Arc<Host>>,
+    State(state): State<Arc<IngressState>>,
     Path((ty, key, msg_type)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match host.tell_with(
-        &format!("{ty}/{key}"),
-        &msg_type,
-        body.to_vec(),
-        options(&headers),
-    ) {
+    let opts = match options(&state, &headers) {
+        Ok(o) => o,
+        Err(r) => return r.into_response(),
+    };
+    match state
+        .host
+        .tell_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
+    {
         Ok(r) => {
             let receipt = match r {
                 TellReceipt::Queued => "queued",

@@ -111,9 +111,13 @@ struct CallArgs {
     /// The call's deadline in milliseconds.
     #[arg(long)]
     deadline_ms: Option<u64>,
-    /// The principal the call is made for.
+    /// The principal the call is made for (needs a gateway token, or a loopback ingress
+    /// without tokens).
     #[arg(long)]
     principal: Option<String>,
+    /// Bearer token for the ingress (`[ingress.tokens]` in the app config).
+    #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[tokio::main]
@@ -205,8 +209,11 @@ async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
         &a.actor,
         &a.msg_type,
         payload,
-        a.deadline_ms,
-        a.principal.as_deref(),
+        &client::CallHeaders {
+            deadline_ms: a.deadline_ms,
+            principal: a.principal.as_deref(),
+            token: a.token.as_deref(),
+        },
     )
     .await?;
     let body = String::from_utf8_lossy(&out.body);
@@ -248,7 +255,14 @@ async fn run(
     );
     println!("sluice: ingress on http://{}", ingress_l.local_addr()?);
     println!("sluice: admin on http://{}", admin_l.local_addr()?);
-    let ingress = axum::serve(ingress_l, ingress::router(host.clone()));
+    let auth = ingress::IngressAuth::new(&app.ingress, listen.ip().is_loopback());
+    if auth.requires_token() {
+        println!(
+            "sluice: ingress requires a bearer token ({} configured)",
+            app.ingress.tokens.len()
+        );
+    }
+    let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
     let admin = axum::serve(admin_l, admin::router(host.clone(), admin_token));
     tokio::select! {
         r = ingress => r?,

@@ -102,6 +102,14 @@ pub enum SubscriptionMode {
     /// A reader of the shared broadcast ring (`broadcast_capacity` slots): no per-principal
     /// isolation; a subscriber that falls behind skips ahead and counts what it lost.
     Broadcast,
+    /// Routed intake, then one actor per principal: an event published by principal `p` is
+    /// handled by `actor_type/p` (the subscription has no `key`). Each (actor type,
+    /// principal) has its own dispatcher queue (`dispatch_queue_capacity`, default 64) and
+    /// consumer, so one principal's events are handled one at a time in order while
+    /// distinct principals run concurrently; a consumer idle for `dispatch_idle_ms` frees
+    /// its queue; past `dispatch_max_queues_per_actor_type` queues, new principals share
+    /// the `system` queue (still delivered to their own actor) and an audit line is logged.
+    Dispatch,
 }
 
 impl SubscriptionMode {
@@ -110,6 +118,7 @@ impl SubscriptionMode {
         match self {
             Self::Routed => "routed",
             Self::Broadcast => "broadcast",
+            Self::Dispatch => "dispatch",
         }
     }
 }
@@ -121,12 +130,14 @@ impl SubscriptionMode {
 pub struct Subscription {
     /// The receiving actor's type.
     pub actor_type: String,
-    /// The receiving instance's key (the actor is activated on the first event).
+    /// The receiving instance's key (the actor is activated on the first event). Empty for
+    /// `dispatch` (the key is the publishing principal).
+    #[serde(default)]
     pub key: String,
     /// Topic pattern: `a.b.c` exact, `a.*.c` one segment, `a.b.*` one or more trailing
     /// segments, at most 20 segments.
     pub topic: String,
-    /// `routed` (default) or `broadcast`.
+    /// `routed` (default), `broadcast` or `dispatch`.
     #[serde(default)]
     pub mode: SubscriptionMode,
 }
@@ -150,6 +161,23 @@ impl Subscription {
         }
     }
 
+    /// A dispatch subscription of `actor_type` to `topic`: principal `p`'s events go to
+    /// `actor_type/p`.
+    pub fn dispatch(actor_type: &str, topic: &str) -> Self {
+        Self {
+            mode: SubscriptionMode::Dispatch,
+            ..Self::routed(actor_type, "", topic)
+        }
+    }
+
+    /// The receiver as shown in stats: `Type/key`, or `Type/{principal}` for `dispatch`.
+    pub fn receiver(&self) -> String {
+        match self.mode {
+            SubscriptionMode::Dispatch => format!("{}/{{principal}}", self.actor_type),
+            _ => format!("{}/{}", self.actor_type, self.key),
+        }
+    }
+
     /// Rejects a bad pattern or receiver id with [`LoadError::Subscription`].
     pub fn validate(&self) -> Result<(), LoadError> {
         let err = |reason: String| LoadError::Subscription {
@@ -157,8 +185,19 @@ impl Subscription {
             topic: self.topic.clone(),
             reason,
         };
-        crate::registry::ActorId::new(&self.actor_type, &self.key)
-            .map_err(|e| err(e.to_string()))?;
+        if self.mode == SubscriptionMode::Dispatch {
+            if !self.key.is_empty() {
+                return Err(err(
+                    "a dispatch subscription has no key: each principal's events go to the \
+                     actor keyed by that principal"
+                        .into(),
+                ));
+            }
+            crate::registry::validate_type_name(&self.actor_type).map_err(err)?;
+        } else {
+            crate::registry::ActorId::new(&self.actor_type, &self.key)
+                .map_err(|e| err(e.to_string()))?;
+        }
         sluice_bus::TopicPattern::parse(&self.topic).map_err(|e| err(e.to_string()))?;
         Ok(())
     }
@@ -214,6 +253,14 @@ pub struct BusSettings {
     /// The backlog beyond it waits in the subscription (fair, bounded, counted), not in the
     /// mailbox. Default 4.
     pub delivery_window: usize,
+    /// Events one (actor type, principal) dispatcher queue holds (`dispatch` subscriptions);
+    /// past it the event is dropped and counted. Default 64.
+    pub dispatch_queue_capacity: usize,
+    /// A dispatcher consumer idle this long frees its queue, ms. Default 60,000.
+    pub dispatch_idle_ms: u64,
+    /// Dispatcher queues per actor type; beyond it new principals share the `system`
+    /// queue. Default 10,000.
+    pub dispatch_max_queues_per_actor_type: usize,
     /// The IPC rate limiter; absent = none.
     pub rate_limit: Option<RateLimitSettings>,
     /// Who receives what.
@@ -228,6 +275,9 @@ impl Default for BusSettings {
             max_per_principal: sluice_flow::drr::DEFAULT_MAX_PER_PRINCIPAL,
             min_quantum_bytes: sluice_flow::drr::DEFAULT_MIN_QUANTUM_BYTES,
             delivery_window: 4,
+            dispatch_queue_capacity: sluice_bus::DEFAULT_QUEUE_CAPACITY,
+            dispatch_idle_ms: sluice_bus::DEFAULT_IDLE_GRACE.as_millis() as u64,
+            dispatch_max_queues_per_actor_type: sluice_bus::DEFAULT_MAX_QUEUES_PER_ACTOR_TYPE,
             rate_limit: None,
             subscriptions: Vec::new(),
         }
@@ -264,6 +314,15 @@ impl BusSettings {
         }
         if self.delivery_window == 0 || self.delivery_window > 1024 {
             return bad("bus.delivery_window must be in 1..=1024");
+        }
+        if self.dispatch_queue_capacity == 0 || self.dispatch_queue_capacity > 1 << 16 {
+            return bad("bus.dispatch_queue_capacity must be in 1..=65536");
+        }
+        if self.dispatch_idle_ms == 0 {
+            return bad("bus.dispatch_idle_ms must be positive");
+        }
+        if self.dispatch_max_queues_per_actor_type == 0 {
+            return bad("bus.dispatch_max_queues_per_actor_type must be positive");
         }
         for s in &self.subscriptions {
             s.validate()?;
@@ -458,6 +517,41 @@ pub struct SupervisorConfig {
     pub children: Vec<ChildSpec>,
 }
 
+/// The `[ingress]` table: who may call the HTTP ingress, and as which principal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngressSettings {
+    /// Bearer token → the principal its calls run as. The principal `"*"` marks a gateway
+    /// token: a front end that authenticates users itself and names each call's principal
+    /// in `x-sluice-principal` (`system` when it names none). With tokens set, every
+    /// `/actors` request needs one. Empty (the default): no token is needed, and
+    /// `x-sluice-principal` is believed only while the ingress listens on loopback.
+    pub tokens: BTreeMap<String, String>,
+}
+
+impl IngressSettings {
+    /// Rejects empty tokens and principals that cannot be carried.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        for (token, principal) in &self.tokens {
+            if token.is_empty() || token.chars().any(|c| c.is_control() || c.is_whitespace()) {
+                return Err(LoadError::Config(
+                    "ingress.tokens: a token must be non-empty, without spaces or control characters"
+                        .into(),
+                ));
+            }
+            if principal.is_empty()
+                || principal.len() > 256
+                || principal.chars().any(char::is_control)
+            {
+                return Err(LoadError::Config(format!(
+                    "ingress.tokens: principal {principal:?} must be 1..=256 printable characters"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A whole `app-config.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -470,6 +564,8 @@ pub struct AppConfig {
     pub outbox: Option<toml::Table>,
     /// The `[bus]` table: bounds, rate limits, subscriptions.
     pub bus: BusSettings,
+    /// The `[ingress]` table: bearer tokens and the principals they stand for.
+    pub ingress: IngressSettings,
 }
 
 impl AppConfig {
@@ -478,6 +574,7 @@ impl AppConfig {
         let cfg: Self = toml::from_str(text).map_err(|e| LoadError::Config(e.to_string()))?;
         cfg.host.validate()?;
         cfg.bus.validate()?;
+        cfg.ingress.validate()?;
         for c in &cfg.supervisor.children {
             c.validate()?;
         }
@@ -551,9 +648,30 @@ mod tests {
             key = "0"
             topic = "orders.*.created"
             mode = "broadcast"
+            [[bus.subscriptions]]
+            actor_type = "Session"
+            topic = "chat.*"
+            mode = "dispatch"
             "#,
         )
         .unwrap();
+        assert_eq!(cfg.bus.subscriptions[2].mode, SubscriptionMode::Dispatch);
+        assert_eq!(cfg.bus.subscriptions[2].receiver(), "Session/{principal}");
+        assert_eq!(cfg.bus.dispatch_queue_capacity, 64);
+        assert_eq!(cfg.bus.dispatch_idle_ms, 60_000);
+        assert_eq!(cfg.bus.dispatch_max_queues_per_actor_type, 10_000);
+        let ing = AppConfig::parse("[ingress]\ntokens = { t1 = 'user:a', gw = '*' }").unwrap();
+        assert_eq!(ing.ingress.tokens["t1"], "user:a");
+        for bad in [
+            "tokens = { '' = 'a' }",
+            "tokens = { 'a b' = 'a' }",
+            "tokens = { t = '' }",
+        ] {
+            let e = AppConfig::parse(&format!("[ingress]\n{bad}")).unwrap_err();
+            assert!(e.to_string().contains("ingress.tokens"), "{bad}: {e}");
+        }
+        // A routed subscription needs its key; a dispatch one must not have one.
+        assert!(AppConfig::parse("[[bus.subscriptions]]\nactor_type='A'\ntopic='a'").is_err());
         assert_eq!(cfg.bus.broadcast_capacity, 64);
         assert_eq!(cfg.bus.route_budget_bytes, 1 << 20);
         assert_eq!(cfg.bus.subscriptions[0].mode, SubscriptionMode::Routed);

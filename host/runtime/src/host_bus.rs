@@ -35,18 +35,18 @@
 //! cannot help): a kill switch, not "unlimited".
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sluice_bus::{
-    BusConfig, DrrConfig, Event, EventBus, EventReceiver, IpcRateLimiter, PublishError,
-    PublishReport, RateLimitError, RouteStatsHandle, RoutedReceiver,
+    BusConfig, DispatchKey, DispatcherConfig, DrrConfig, Event, EventBus, EventReceiver,
+    IpcRateLimiter, PublishError, PublishReport, RateLimitError, RouteStatsHandle, RoutedReceiver,
 };
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
-use crate::actor::Message;
+use crate::actor::{Message, Reply};
 use crate::config::{BusSettings, Subscription, SubscriptionMode};
 use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
 use crate::host::HostInner;
@@ -108,11 +108,28 @@ pub struct SubscriptionStats {
     pub refused: u64,
     /// Routed: age of the oldest queued event, milliseconds.
     pub oldest_age_ms: Option<u64>,
+    /// Dispatch: live (actor type, principal) queues, idle queues freed, principals folded
+    /// into the `system` queue by the cap. (Events refused by a full queue are `dropped`.)
+    pub dispatch: Option<DispatchStats>,
+}
+
+/// A dispatch subscription's queues (`SubscriptionStats::dispatch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DispatchStats {
+    /// Live (actor type, principal) queues, each with one consumer.
+    pub queues: usize,
+    /// Queues freed by a consumer idle for `dispatch_idle_ms`.
+    pub idle_evictions: u64,
+    /// Principals that shared the `system` queue because of the per-type cap.
+    pub overflowed: u64,
 }
 
 struct Shared {
     sub: Subscription,
+    /// The receiver: `Type/key`, or `Type/{principal}` for a dispatch subscription.
     target: ActorId,
+    /// A dispatch subscription's dispatcher stats (set once its dispatcher exists).
+    dispatch: std::sync::OnceLock<Box<dyn Fn() -> DispatchStats + Send + Sync>>,
     delivered: AtomicU64,
     dropped: AtomicU64,
     retried: AtomicU64,
@@ -144,6 +161,7 @@ impl Shared {
                 .as_ref()
                 .and_then(|r| r.oldest_enqueued_at)
                 .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+            dispatch: self.dispatch.get().map(|f| f()),
         }
     }
 }
@@ -257,12 +275,11 @@ impl HostInner {
     /// even before its actor type is deployed.
     pub(crate) fn subscribe(self: &Arc<Self>, sub: Subscription) -> Result<(), LoadError> {
         sub.validate()?;
-        let target =
-            ActorId::new(&sub.actor_type, &sub.key).map_err(|e| LoadError::Subscription {
-                actor_type: sub.actor_type.clone(),
-                topic: sub.topic.clone(),
-                reason: e.to_string(),
-            })?;
+        let target = ActorId::parse(&sub.receiver()).map_err(|e| LoadError::Subscription {
+            actor_type: sub.actor_type.clone(),
+            topic: sub.topic.clone(),
+            reason: e.to_string(),
+        })?;
         let label = intern(&sub.actor_type);
         let bad = |e: sluice_bus::TopicError| LoadError::Subscription {
             actor_type: sub.actor_type.clone(),
@@ -270,7 +287,7 @@ impl HostInner {
             reason: e.to_string(),
         };
         let source = match sub.mode {
-            SubscriptionMode::Routed => Source::Routed(
+            SubscriptionMode::Routed | SubscriptionMode::Dispatch => Source::Routed(
                 self.bus
                     .bus
                     .subscribe_routed(&sub.topic, label)
@@ -289,6 +306,7 @@ impl HostInner {
                 Source::Broadcast(_) => None,
             },
             target,
+            dispatch: std::sync::OnceLock::new(),
             delivered: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             retried: AtomicU64::new(0),
@@ -299,6 +317,24 @@ impl HostInner {
             sub,
         });
         self.bus.subs.lock().push(shared.clone());
+        if shared.sub.mode == SubscriptionMode::Dispatch {
+            let Source::Routed(rx) = source else {
+                unreachable!("dispatch subscriptions take routed intake")
+            };
+            let config = DispatcherConfig {
+                queue_capacity: self.config.bus.dispatch_queue_capacity,
+                idle_grace: Duration::from_millis(self.config.bus.dispatch_idle_ms),
+                max_queues_per_actor_type: self.config.bus.dispatch_max_queues_per_actor_type,
+            };
+            tokio::spawn(run_dispatch(
+                Arc::downgrade(self),
+                shared,
+                config,
+                self.bus.stop.subscribe(),
+                rx,
+            ));
+            return Ok(());
+        }
         let pump = Pump {
             host: Arc::downgrade(self),
             shared,
@@ -366,64 +402,168 @@ impl Pump {
     /// Hands `event` to the subscriber's mailbox, holding it through refusals. False when the
     /// host is gone or shutting down.
     async fn deliver(&mut self, event: Arc<Event>, permit: OwnedSemaphorePermit) -> bool {
-        let sh = &*self.shared;
-        let sender = event.source.as_deref().and_then(|s| ActorId::parse(s).ok());
-        let mut slot = Some(permit);
-        let mut backoff = MIN_BACKOFF;
-        let mut warned = false;
-        loop {
-            let Some(host) = self.host.upgrade() else {
-                return false;
-            };
-            if host.is_shutting_down() {
-                return false;
+        let target = self.shared.target.clone();
+        hand_over(
+            &self.host,
+            &self.shared,
+            &mut self.stop,
+            &target,
+            &event,
+            Some(permit),
+            None,
+        )
+        .await
+    }
+}
+
+/// Puts `event` into `target`'s mailbox, holding it through refusals (retried with the
+/// mailbox's hint or a doubling backoff), and counts the outcome. `reply`, if any, rides in
+/// the message so the caller can wait for the turn. False when the host is gone or stopping.
+async fn hand_over(
+    host: &Weak<HostInner>,
+    sh: &Shared,
+    stop: &mut watch::Receiver<bool>,
+    target: &ActorId,
+    event: &Arc<Event>,
+    window_permit: Option<OwnedSemaphorePermit>,
+    reply: Option<Reply>,
+) -> bool {
+    let sender = event.source.as_deref().and_then(|s| ActorId::parse(s).ok());
+    let mut slot = window_permit;
+    let mut reply = reply;
+    let mut backoff = MIN_BACKOFF;
+    let mut warned = false;
+    loop {
+        let Some(host) = host.upgrade() else {
+            return false;
+        };
+        if host.is_shutting_down() {
+            return false;
+        }
+        let deadline = host.config.call_timeout().map(|d| Instant::now() + d);
+        let mut make = || Message {
+            msg_type: event.topic.to_string(),
+            payload: event.payload.clone(),
+            sender: sender.clone(),
+            principal: event.principal.clone(),
+            deadline,
+            enqueued: Instant::now(),
+            reply: reply.take(),
+            permit: None,
+            window_permit: slot.take(),
+        };
+        let res = host.deliver(target, false, &mut make);
+        drop(host);
+        match res {
+            Ok(TellReceipt::DroppedNewest) => {
+                sh.dropped.fetch_add(1, Relaxed);
+                sh.m_dropped.increment(1);
+                return true;
             }
-            let deadline = host.config.call_timeout().map(|d| Instant::now() + d);
-            let mut make = || Message {
-                msg_type: event.topic.to_string(),
-                payload: event.payload.clone(),
-                sender: sender.clone(),
-                principal: event.principal.clone(),
-                deadline,
-                enqueued: Instant::now(),
-                reply: None,
-                permit: None,
-                window_permit: slot.take(),
-            };
-            let res = host.deliver(&sh.target, false, &mut make);
-            drop(host);
-            match res {
-                Ok(TellReceipt::DroppedNewest) => {
-                    sh.dropped.fetch_add(1, Relaxed);
-                    sh.m_dropped.increment(1);
-                    return true;
+            Ok(_) => {
+                sh.delivered.fetch_add(1, Relaxed);
+                sh.m_delivered.increment(1);
+                return true;
+            }
+            Err(e) => {
+                sh.retried.fetch_add(1, Relaxed);
+                sh.m_retried.increment(1);
+                if !warned {
+                    warned = true;
+                    tracing::warn!(target: "sluice.bus", actor = %target,
+                        topic = %event.topic, error = %e,
+                        "bus delivery refused; holding the event and retrying");
                 }
-                Ok(_) => {
-                    sh.delivered.fetch_add(1, Relaxed);
-                    sh.m_delivered.increment(1);
-                    return true;
-                }
-                Err(e) => {
-                    sh.retried.fetch_add(1, Relaxed);
-                    sh.m_retried.increment(1);
-                    if !warned {
-                        warned = true;
-                        tracing::warn!(target: "sluice.bus", actor = %sh.target,
-                            topic = %event.topic, error = %e,
-                            "bus delivery refused; holding the event and retrying");
-                    }
-                    let wait = e
-                        .retry_after_ms
-                        .map(Duration::from_millis)
-                        .unwrap_or(backoff)
-                        .clamp(MIN_BACKOFF, MAX_BACKOFF);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.stop.changed() => return false,
-                    }
+                let wait = e
+                    .retry_after_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(backoff)
+                    .clamp(MIN_BACKOFF, MAX_BACKOFF);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => return false,
                 }
             }
         }
     }
+}
+
+/// A dispatch subscription: events leave the routed intake in DRR order into per-(actor
+/// type, principal) dispatcher queues; each queue's consumer hands one event at a time to
+/// the principal's own actor and waits for that turn to end before taking the next. A
+/// refused hand-over (mailbox full, type not deployed) holds only that principal's queue.
+/// A full queue drops the event (counted in `dropped` and
+/// `sluice_bus_dispatch_dropped_total{reason="full"}`): waiting instead would let one slow
+/// principal stall every other principal behind it in the intake.
+async fn run_dispatch(
+    host: Weak<HostInner>,
+    shared: Arc<Shared>,
+    config: DispatcherConfig,
+    mut stop: watch::Receiver<bool>,
+    mut rx: RoutedReceiver,
+) {
+    let actor_type: Arc<str> = Arc::from(shared.sub.actor_type.as_str());
+    // The handler holds the subscription weakly: `Shared` holds the dispatcher (for stats),
+    // and a strong handle back would be a cycle.
+    let weak_shared = Arc::downgrade(&shared);
+    let handler_host = host.clone();
+    let handler_stop = stop.clone();
+    let dispatcher = config.build(move |key: DispatchKey, event: Arc<Event>| {
+        let host = handler_host.clone();
+        let shared = weak_shared.upgrade();
+        let mut stop = handler_stop.clone();
+        async move {
+            let Some(sh) = shared else { return };
+            // The actor is keyed by the event's principal, also when the cap folded the
+            // principal into the `system` queue.
+            let target = match ActorId::new(&key.actor_type, &event.principal) {
+                Ok(t) => t,
+                Err(e) => {
+                    sh.dropped.fetch_add(1, Relaxed);
+                    sh.m_dropped.increment(1);
+                    tracing::warn!(target: "sluice.bus", actor_type = %key.actor_type,
+                        error = %e, "principal is not a valid actor key; event dropped");
+                    return;
+                }
+            };
+            let (tx, done) = oneshot::channel();
+            let reply = Reply {
+                tx,
+                started: Arc::new(AtomicBool::new(false)),
+            };
+            if !hand_over(&host, &sh, &mut stop, &target, &event, None, Some(reply)).await {
+                return;
+            }
+            drop(sh);
+            // The turn's end (or its message being displaced or skipped) releases the next
+            // event of this principal. Its result is the actor's business.
+            tokio::select! {
+                _ = done => {}
+                _ = stop.changed() => {}
+            }
+        }
+    });
+    let stats_of = dispatcher.clone();
+    let _ = shared.dispatch.set(Box::new(move || {
+        let s = stats_of.stats();
+        DispatchStats {
+            queues: s.queues,
+            idle_evictions: s.idle_evictions,
+            overflowed: s.overflowed,
+        }
+    }));
+    loop {
+        let event = tokio::select! {
+            ev = rx.recv(None) => ev,
+            _ = stop.changed() => break,
+        };
+        let Some(event) = event else { continue };
+        if let Err(e) = dispatcher.dispatch(&actor_type, event) {
+            drop(e.into_event());
+            shared.dropped.fetch_add(1, Relaxed);
+            shared.m_dropped.increment(1);
+        }
+    }
+    dispatcher.close();
 }

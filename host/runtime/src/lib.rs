@@ -19,12 +19,12 @@ mod state;
 
 pub use call::Call;
 pub use config::{
-    AppConfig, BusSettings, ChildSpec, HostConfig, RateLimitSettings, Subscription,
-    SubscriptionMode, WasiGrants,
+    AppConfig, BusSettings, ChildSpec, HostConfig, IngressSettings, RateLimitSettings,
+    Subscription, SubscriptionMode, WasiGrants,
 };
 pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
 pub use host::{CallOptions, Host, TypeStatus};
-pub use host_bus::SubscriptionStats;
+pub use host_bus::{DispatchStats, SubscriptionStats};
 pub use registry::ActorId;
 pub use reliable::DeliveryPath;
 pub use sluice_bus as bus;

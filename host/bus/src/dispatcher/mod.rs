@@ -92,6 +92,7 @@ impl DispatcherConfig {
                 warned_full: AtomicBool::new(false),
                 idle_evictions: AtomicU64::new(0),
                 late_sends: AtomicU64::new(0),
+                dropped_full: AtomicU64::new(0),
             }),
         }
     }
@@ -161,6 +162,8 @@ struct Inner<H> {
     /// Times a consumer's idle timer fired but a send had arrived first, so
     /// it kept serving (the eviction race, resolved in the event's favour).
     late_sends: AtomicU64,
+    /// Dispatches refused because the queue was full.
+    dropped_full: AtomicU64,
 }
 
 /// Counters of a [`Dispatcher`] since creation.
@@ -172,6 +175,10 @@ pub struct DispatcherStats {
     pub idle_evictions: u64,
     /// Idle timers that fired after a send had already arrived.
     pub late_sends: u64,
+    /// Principals folded into their actor type's `system` queue by the queue cap.
+    pub overflowed: u64,
+    /// Dispatches refused because their queue was full.
+    pub refused_full: u64,
 }
 
 /// Per-(actor type, principal) queues with self-evicting consumer tasks.
@@ -280,11 +287,24 @@ impl<H: Handler> Dispatcher<H> {
 
     fn on_full(&self, key: &DispatchKey, event: Arc<Event>) -> DispatchError {
         metrics::counter!(DISPATCH_DROPPED_TOTAL, "reason" => "full").increment(1);
+        self.inner.dropped_full.fetch_add(1, Ordering::Relaxed);
         if !self.inner.warned_full.swap(true, Ordering::Relaxed) {
             tracing::warn!(target: "sluice.bus", actor_type = %key.actor_type,
                 principal = %key.principal, "dispatcher queue full; refusing events");
         }
         DispatchError::QueueFull(event)
+    }
+
+    /// Removes every queue. Each consumer still handles the events already in its queue,
+    /// then ends (its sender is gone) instead of waiting out its idle grace; a later
+    /// dispatch starts fresh queues. For shutdown.
+    pub fn close(&self) {
+        let mut state = self.inner.state.lock();
+        let n = state.slots.len();
+        state.slots.clear();
+        state.per_type.clear();
+        drop(state);
+        metrics::gauge!(DISPATCHER_QUEUES).decrement(n as f64);
     }
 
     /// Queue count and eviction counters.
@@ -294,6 +314,8 @@ impl<H: Handler> Dispatcher<H> {
             queues: self.queue_count(),
             idle_evictions: self.inner.idle_evictions.load(Ordering::Relaxed),
             late_sends: self.inner.late_sends.load(Ordering::Relaxed),
+            overflowed: self.inner.overflow_logged.load(Ordering::Relaxed),
+            refused_full: self.inner.dropped_full.load(Ordering::Relaxed),
         }
     }
 
