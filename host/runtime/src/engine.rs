@@ -22,6 +22,9 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Hard per-memory ceiling of the pool; a child's `memory_limit_mb` may only lower it.
 const POOL_MAX_MEMORY: usize = 512 << 20;
 
+/// Bytes of a freed linear memory kept resident for the slot's next activation.
+const KEEP_RESIDENT: usize = 1 << 20;
+
 /// Builds the engine: pooling allocator sized for `max_activations`, copy-on-write memory
 /// images, epoch interruption.
 pub fn build_engine(cfg: &HostConfig) -> anyhow::Result<Engine> {
@@ -43,7 +46,13 @@ pub fn build_engine(cfg: &HostConfig) -> anyhow::Result<Engine> {
         .table_elements(100_000)
         .max_memory_size(POOL_MAX_MEMORY)
         .max_component_instance_size(1 << 20)
-        .max_core_instance_size(1 << 20);
+        .max_core_instance_size(1 << 20)
+        // A deactivated actor's slot is reset by zeroing only its resident pages (found with
+        // PAGEMAP_SCAN where the kernel has it) instead of unmapping them, so the next
+        // activation in that slot does not fault its stack and heap back in.
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(64 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Ok(Engine::new(&config)?)
 }

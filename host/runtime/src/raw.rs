@@ -102,3 +102,40 @@ pub async fn activate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Du
     }
     Ok(t0.elapsed())
 }
+
+/// Where an activation's time goes, per phase, averaged over `n` activations whose instances
+/// are dropped before the next one (so each reuses a warm pool slot): store creation,
+/// instantiation, `init("{}")`, the first `handle` call and a second one.
+pub async fn activation_phases(
+    host: &Host,
+    wasm: &[u8],
+    n: usize,
+) -> anyhow::Result<[Duration; 5]> {
+    let pre = prepare(host, wasm)?;
+    let mut sum = [Duration::ZERO; 5];
+    for _ in 0..n {
+        let t = std::time::Instant::now();
+        let mut store = raw_store(host)?;
+        let t1 = std::time::Instant::now();
+        let world = pre.instantiate_async(&mut store).await?;
+        let t2 = std::time::Instant::now();
+        world
+            .sluice_actor_actor()
+            .call_init(&mut store, "{}")
+            .await?
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let t3 = std::time::Instant::now();
+        let mut raw = RawInstance { store, world };
+        std::hint::black_box(raw.call("echo", b"").await?);
+        let t4 = std::time::Instant::now();
+        std::hint::black_box(raw.call("echo", b"").await?);
+        let t5 = std::time::Instant::now();
+        for (s, d) in sum
+            .iter_mut()
+            .zip([t1 - t, t2 - t1, t3 - t2, t4 - t3, t5 - t4])
+        {
+            *s += d;
+        }
+    }
+    Ok(sum.map(|d| d / n as u32))
+}
