@@ -84,6 +84,12 @@ async fn bus_publish(host: &Host, n: usize) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    // Publish from a task on a worker thread, as actors and ingress handlers do (`main`'s
+    // own future runs outside the worker pool).
+    tokio::spawn(bench()).await?
+}
+
+async fn bench() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 20_000 } else { 100_000 };
     for window in [1, 4, 16] {
