@@ -609,7 +609,7 @@ async fn dispatch_subscription_gives_each_principal_its_own_actor_in_order() {
     assert_eq!(items_of(&r).last().unwrap(), "alice:30");
 }
 
-/// One principal's actor is stuck (its turn waits 5 s on `Slow`): its dispatcher queue
+/// One principal's actor is stuck (its turn waits 8 s on `Slow`): its dispatcher queue
 /// (capacity 1) fills and the next event is dropped and counted, while another principal —
 /// folded into the `system` queue by a cap of one queue per actor type — is served at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -623,12 +623,12 @@ async fn dispatch_isolates_a_stuck_principal_and_counts_what_its_full_queue_drop
     let host = undeployed_host(bus).await;
     deploy_echo(&host).await;
     deploy_slow(&host).await;
-    // Queued at once (a tell is synchronous): alice's actor is busy for 5 s from now.
+    // Queued at once (a tell is synchronous): alice's actor is busy for 8 s from now.
     let stuck_at = Instant::now();
     host.tell(
         "Echo/alice",
         "ask",
-        json!({"to": "Slow/x", "msg_type": "sleep", "payload": "5000", "timeout_ms": 10000})
+        json!({"to": "Slow/x", "msg_type": "sleep", "payload": "8000", "timeout_ms": 15000})
             .to_string(),
     )
     .unwrap();
@@ -653,7 +653,7 @@ async fn dispatch_isolates_a_stuck_principal_and_counts_what_its_full_queue_drop
     host.publish("evt.d.x", "bob:1", Some("bob")).unwrap();
     let r = recorded(&host, "Echo/bob", 1).await;
     assert!(
-        stuck_at.elapsed() < Duration::from_millis(5000),
+        stuck_at.elapsed() < Duration::from_millis(8000),
         "bob waited for alice's stuck turn"
     );
     assert_eq!(items_of(&r), ["bob:1"]);
