@@ -118,3 +118,30 @@ async fn supervised_eager_instances_are_never_evicted() {
     assert_eq!(items(&host, "Pinned/0").await, ["p0"]);
     assert_eq!(items(&host, "Pinned/1").await, ["p1"]);
 }
+
+/// Past 64 activations of a type, making room looks at a rotating sample of 64 (so it costs
+/// O(64), not O(live actors)); when the sample holds no idle actor, every activation is
+/// looked at, so an idle one is always found. Here 99 supervised (never evicted) instances
+/// and one idle keyed actor fill the host: each new key must evict exactly the keyed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn making_room_finds_the_one_idle_actor_among_many() {
+    let host = host_with(
+        HostConfig {
+            max_activations: 100,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        },
+        vec![(ChildSpec::new("Echo", "echo.wasm").count(99), "echo")],
+    )
+    .await;
+    sluice_tests::wait_until(T, "99 supervised instances", || active(&host, "Echo") == 99).await;
+    for i in 0..20 {
+        host.ask(&format!("Echo/k{i}"), "record", format!("k{i}"), T)
+            .await
+            .unwrap_or_else(|e| panic!("activation {i}: {e}"));
+        assert_eq!(active(&host, "Echo"), 100);
+    }
+    // The last keyed actor is the live one; the earlier ones were evicted (fresh state).
+    assert_eq!(items(&host, "Echo/k19").await, ["k19"]);
+    assert!(items(&host, "Echo/k0").await.is_empty());
+}

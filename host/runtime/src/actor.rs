@@ -312,9 +312,46 @@ fn lru_idle(me: &Arc<ActorCell>, host: &HostInner, scope: Scope) -> Option<Arc<A
         Scope::Host => host.types(),
         Scope::Type => vec![me.ty.clone()],
     };
+    // Exact LRU up to LRU_SAMPLE activations of a type; beyond, the least recently used of
+    // LRU_SAMPLE consecutive cells from a rotating start (approximate LRU, as Redis does), so
+    // making room costs O(LRU_SAMPLE), not O(live actors). Only when no sampled cell is idle
+    // does it fall back to looking at every one.
+    let sampled = oldest_idle(me, &types, true);
+    if sampled.is_some() {
+        return sampled;
+    }
+    if types.iter().any(|t| t.cells.lock().len() > LRU_SAMPLE) {
+        return oldest_idle(me, &types, false);
+    }
+    None
+}
+
+/// The least recently used idle activation among `types`' cells (a sample of each, or all).
+fn oldest_idle(
+    me: &Arc<ActorCell>,
+    types: &[Arc<ActorType>],
+    sample: bool,
+) -> Option<Arc<ActorCell>> {
     let mut best: Option<(Instant, Arc<ActorCell>)> = None;
     for ty in types {
-        let cells: Vec<Arc<ActorCell>> = ty.cells.lock().values().cloned().collect();
+        let cells: Vec<Arc<ActorCell>> = {
+            let map = ty.cells.lock();
+            let n = map.len();
+            let (skip, take) = if sample && n > LRU_SAMPLE {
+                (
+                    LRU_CURSOR.fetch_add(LRU_SAMPLE, Ordering::Relaxed) % n,
+                    LRU_SAMPLE,
+                )
+            } else {
+                (0, n)
+            };
+            map.values()
+                .cycle()
+                .skip(skip)
+                .take(take)
+                .cloned()
+                .collect()
+        };
         for c in cells {
             if Arc::ptr_eq(&c, me)
                 || c.eager
@@ -337,6 +374,11 @@ fn lru_idle(me: &Arc<ActorCell>, host: &HostInner, scope: Scope) -> Option<Arc<A
     }
     best.map(|(_, c)| c)
 }
+
+/// Activations of one type an eviction looks at (all of them, up to this many).
+const LRU_SAMPLE: usize = 64;
+/// Where the next sample starts; Relaxed: any spread of starts will do.
+static LRU_CURSOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Marker error raised from the epoch callback when a turn overruns `max_turn_ms`.
 #[derive(Debug)]
