@@ -353,6 +353,14 @@ async fn ingress_principal_comes_from_a_token_not_from_an_unauthenticated_header
         principal_of(whoami(&secured, Some("tok-gateway"), None).await),
         "system"
     );
+    // The scheme is case-insensitive (RFC 9110).
+    let resp = http
+        .post(format!("{secured}/actors/Echo/1/ask/whoami"))
+        .header("authorization", "bearer tok-alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
     for token in [None, Some("tok-mallory")] {
         let (status, body) = whoami(&secured, token, Some("user:alice")).await;
         assert_eq!(

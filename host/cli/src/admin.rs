@@ -45,10 +45,7 @@ fn authorized(state: &AdminState, headers: &HeaderMap) -> bool {
     let Some(want) = &state.token else {
         return true;
     };
-    let got = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let got = crate::ingress::bearer_token(headers);
     // Compare without early exit so timing does not reveal a prefix.
     got.is_some_and(|g| {
         g.len() == want.len()

@@ -105,11 +105,7 @@ impl IngressAuth {
                 }
             },
         };
-        let bearer = headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+        let bearer = bearer_token(headers);
         let unauthenticated =
             |why: &str| Refusal(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", why.to_string());
         match bearer {
@@ -134,6 +130,16 @@ impl IngressAuth {
             None => Ok(claimed.map(Arc::from)),
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case).
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
 struct IngressState {
