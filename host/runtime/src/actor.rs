@@ -85,7 +85,8 @@ pub(crate) struct ActorCell {
     pub timers: AtomicUsize,
     /// Supervised instances are activated eagerly and never idle-deactivated.
     pub eager: bool,
-    pub last_active: Mutex<Instant>,
+    /// When its last turn started, as nanoseconds since [`clock_origin`] (LRU order).
+    pub last_active: AtomicU64,
     /// This activation holds a live instance (a pool slot).
     pub live: AtomicBool,
     /// Asked to deactivate to make room for another activation (see [`reserve_slot`]).
@@ -119,7 +120,7 @@ impl ActorCell {
             mean_turn_us: AtomicU64::new(0),
             timers: AtomicUsize::new(0),
             eager,
-            last_active: Mutex::new(Instant::now()),
+            last_active: AtomicU64::new(since_origin(Instant::now())),
             live: AtomicBool::new(false),
             evict: AtomicBool::new(false),
         }
@@ -332,7 +333,7 @@ fn oldest_idle(
     types: &[Arc<ActorType>],
     sample: bool,
 ) -> Option<Arc<ActorCell>> {
-    let mut best: Option<(Instant, Arc<ActorCell>)> = None;
+    let mut best: Option<(u64, Arc<ActorCell>)> = None;
     for ty in types {
         let cells: Vec<Arc<ActorCell>> = {
             let map = ty.cells.lock();
@@ -366,13 +367,24 @@ fn oldest_idle(
                     continue;
                 }
             }
-            let at = *c.last_active.lock();
+            let at = c.last_active.load(Ordering::Relaxed);
             if best.as_ref().is_none_or(|(t, _)| at < *t) {
                 best = Some((at, c));
             }
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// The process-wide origin of `last_active` stamps.
+fn clock_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// `t` as nanoseconds since [`clock_origin`] (0 for instants before it).
+fn since_origin(t: Instant) -> u64 {
+    t.saturating_duration_since(clock_origin()).as_nanos() as u64
 }
 
 /// Activations of one type an eviction looks at (all of them, up to this many).
@@ -434,13 +446,16 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
             .queue_seconds
             .record(now.duration_since(msg.enqueued).as_secs_f64());
 
-        let module = cell.ty.current();
-        if live.as_ref().is_some_and(|l| l.version != module.version) {
+        if live
+            .as_ref()
+            .is_some_and(|l| l.version != cell.ty.current_version())
+        {
             // A deploy happened: the previous turn finished on the old code; this one and
             // every later one run on the new code.
             live = None;
         }
         if live.is_none() {
+            let module = cell.ty.current();
             match activate(&cell, &host, &module).await {
                 Ok(l) => live = Some(l),
                 Err(e) => {
@@ -455,7 +470,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
             }
         }
         let l = live.as_mut().expect("activated above");
-        *cell.last_active.lock() = now;
+        cell.last_active.store(since_origin(now), Ordering::Relaxed);
         host.inflight.fetch_add(1, Ordering::Relaxed);
         let outcome = turn(l, &host, &mut msg, now).await;
         // The turn is over before anyone hears of it: a caller that got its reply must never
@@ -480,6 +495,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
             }
             TurnOutcome::Crashed(e) => {
                 cell.ty.metrics.traps.increment(1);
+                let module = cell.ty.current();
                 tracing::warn!(actor = %cell.id, error = %e, "actor instance crashed; discarding it");
                 live = None;
                 msg.answer(Err(e));

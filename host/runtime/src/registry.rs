@@ -107,6 +107,8 @@ pub(crate) struct ActorType {
     pub cells: Mutex<HashMap<Arc<str>, Arc<ActorCell>>>,
     pub metrics: TypeMetrics,
     next_version: AtomicU64,
+    /// The version of `module`, readable without its lock (every turn checks it).
+    current_version: AtomicU64,
     /// Admission cap on each activation's queued + running turns for arrivals; 0 = none.
     /// Set by every deploy (`max_queued`, else the host's `max_queued_per_actor`). Relaxed:
     /// a plain value read by the call path, publishing nothing else.
@@ -122,6 +124,7 @@ impl ActorType {
         Self {
             name: Arc::from(name),
             next_version: AtomicU64::new(module.version + 1),
+            current_version: AtomicU64::new(module.version),
             module: RwLock::new(Arc::new(module)),
             cells: Mutex::new(HashMap::new()),
             metrics: TypeMetrics::new(name),
@@ -142,7 +145,14 @@ impl ActorType {
         module.version = self.next_version.fetch_add(1, Ordering::Relaxed);
         let v = module.version;
         *self.module.write() = Arc::new(module);
+        // Release: a turn that sees `v` here finds the new module behind the lock.
+        self.current_version.store(v, Ordering::Release);
         v
+    }
+
+    /// The version of [`current`](Self::current), without taking its lock or an `Arc`.
+    pub fn current_version(&self) -> u64 {
+        self.current_version.load(Ordering::Acquire)
     }
 }
 
