@@ -78,6 +78,25 @@ pub fn json(bytes: &[u8]) -> serde_json::Value {
     })
 }
 
+/// The `items` of an echo actor's `recorded` reply, as strings.
+pub fn recorded_items(reply: &serde_json::Value) -> Vec<String> {
+    reply["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items in {reply}"))
+        .iter()
+        .map(|v| v.as_str().expect("string items").to_string())
+        .collect()
+}
+
+/// What the echo actor `id` has recorded so far.
+pub async fn recorded_by(host: &sluice_runtime::Host, id: &str) -> Vec<String> {
+    let reply = host
+        .ask(id, "recorded", "", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("asking {id} what it recorded: {e}"));
+    recorded_items(&json(&reply))
+}
+
 /// A guest language: every one builds the same TESTKIT actors (`guests/TESTKIT.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lang {

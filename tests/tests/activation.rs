@@ -5,19 +5,9 @@
 use std::time::Duration;
 
 use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
-use sluice_tests::{host_with, json, test_config};
+use sluice_tests::{host_with, recorded_by as items, test_config};
 
 const T: Duration = Duration::from_secs(30);
-
-async fn items(host: &sluice_runtime::Host, id: &str) -> Vec<String> {
-    let r = json(&host.ask(id, "recorded", "", T).await.unwrap());
-    r["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
-}
 
 fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
     host.status()

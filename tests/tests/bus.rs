@@ -12,7 +12,9 @@ use sluice_runtime::{
     BusSettings, CallOptions, ChildSpec, ErrorCode, Host, HostConfig, LoadError, RateLimitSettings,
     Subscription, SubscriptionStats,
 };
-use sluice_tests::{Lang, json, per_language, poly_host, rust_guest, test_config};
+use sluice_tests::{
+    Lang, json, per_language, poly_host, recorded_items as items_of, rust_guest, test_config,
+};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -554,15 +556,6 @@ async fn deploy_slow(host: &Host) {
     host.deploy(ChildSpec::new("Slow", "slow.wasm"), bytes)
         .await
         .unwrap();
-}
-
-fn items_of(r: &Value) -> Vec<String> {
-    r["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
 }
 
 /// A dispatch subscription hands principal p's events to the actor `Echo/p`, in publish

@@ -34,13 +34,7 @@ async fn ask_json(host: &Host, to: &str, msg_type: &str, req: Value) -> Value {
 }
 
 async fn recorded(host: &Host, to: &str) -> Vec<String> {
-    let r = ask_json(host, to, "recorded", Value::Null).await;
-    r["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
+    sluice_tests::recorded_items(&ask_json(host, to, "recorded", Value::Null).await)
 }
 
 async fn serve(host: &Host) -> String {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 use sluice_outbox::{DlqSelector, NewMessage, Outbox, OutboxConfig, RetryPolicy};
 use sluice_runtime::{ChildSpec, DeliveryPath, Host, MailboxStrategy};
-use sluice_tests::{host_with, json, rust_guest, test_config, wait_until};
+use sluice_tests::{host_with, json, recorded_by as recorded, rust_guest, test_config, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -25,16 +25,6 @@ async fn outbox_at(dir: &std::path::Path, cfg: OutboxConfig) -> Outbox {
     Outbox::open_sqlite(dir.join("outbox.db"), cfg)
         .await
         .expect("outbox opens")
-}
-
-async fn recorded(host: &Host, id: &str) -> Vec<String> {
-    let r = json(&host.ask(id, "recorded", "", T).await.unwrap());
-    r["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
 }
 
 async fn pending(host: &Host) -> u64 {

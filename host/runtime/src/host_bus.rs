@@ -89,7 +89,8 @@ pub struct SubscriptionStats {
     pub mode: &'static str,
     /// Events handed to the subscriber's mailbox.
     pub delivered: u64,
-    /// Events a `drop_newest` mailbox dropped.
+    /// Events dropped, each counted: by a `drop_newest` mailbox, or (dispatch) by a full
+    /// dispatcher queue or a principal that cannot be an actor key.
     pub dropped: u64,
     /// Refused deliveries retried (the event was held meanwhile).
     pub retried: u64,
@@ -141,6 +142,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// An event this subscription dropped (and will never deliver): counted, never silent.
+    fn count_dropped(&self) {
+        self.dropped.fetch_add(1, Relaxed);
+        self.m_dropped.increment(1);
+    }
+
     fn stats(&self) -> SubscriptionStats {
         let r = self.route.as_ref().map(RouteStatsHandle::stats);
         let now = Instant::now();
@@ -456,8 +463,7 @@ async fn hand_over(
         drop(host);
         match res {
             Ok(TellReceipt::DroppedNewest) => {
-                sh.dropped.fetch_add(1, Relaxed);
-                sh.m_dropped.increment(1);
+                sh.count_dropped();
                 return true;
             }
             Ok(_) => {
@@ -520,8 +526,7 @@ async fn run_dispatch(
             let target = match ActorId::new(&key.actor_type, &event.principal) {
                 Ok(t) => t,
                 Err(e) => {
-                    sh.dropped.fetch_add(1, Relaxed);
-                    sh.m_dropped.increment(1);
+                    sh.count_dropped();
                     tracing::warn!(target: "sluice.bus", actor_type = %key.actor_type,
                         error = %e, "principal is not a valid actor key; event dropped");
                     return;
@@ -561,8 +566,7 @@ async fn run_dispatch(
         let Some(event) = event else { continue };
         if let Err(e) = dispatcher.dispatch(&actor_type, event) {
             drop(e.into_event());
-            shared.dropped.fetch_add(1, Relaxed);
-            shared.m_dropped.increment(1);
+            shared.count_dropped();
         }
     }
     dispatcher.close();

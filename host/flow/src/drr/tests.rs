@@ -173,15 +173,20 @@ fn a_principal_is_capped_at_256_messages_by_evicting_its_own_oldest() {
     ));
 }
 
-#[test]
-fn drr_lets_a_trickle_overtake_a_flooders_backlog() {
-    // budget 8000 over 2 active principals: quantum = 4000 bytes per turn.
-    let mut q = DrrConfig {
+/// 8000 bytes of budget, quantum floor 1: the quantum is 8000 / active principals.
+fn budget_8000() -> Q {
+    DrrConfig {
         budget_bytes: 8000,
         max_per_principal: 256,
         min_quantum_bytes: 1,
     }
-    .build::<u32, u64>();
+    .build()
+}
+
+#[test]
+fn drr_lets_a_trickle_overtake_a_flooders_backlog() {
+    // budget 8000 over 2 active principals: quantum = 4000 bytes per turn.
+    let mut q = budget_8000();
     let now = Instant::now();
     for i in 0..7u64 {
         q.push(1, Msg::new(i, 1000, now), &mut ()).unwrap();
@@ -399,12 +404,7 @@ fn a_burst_of_principals_does_not_pin_its_peak_memory() {
 #[test]
 fn a_turn_started_alone_shrinks_when_others_join() {
     // Alone, principal 1 earns the whole budget (8000 bytes = 8 messages) for its turn.
-    let mut q = DrrConfig {
-        budget_bytes: 8000,
-        max_per_principal: 256,
-        min_quantum_bytes: 1,
-    }
-    .build::<u32, u64>();
+    let mut q = budget_8000();
     let now = Instant::now();
     for i in 0..7u64 {
         q.push(1, Msg::new(i, 1000, now), &mut ()).unwrap();
