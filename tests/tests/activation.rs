@@ -124,6 +124,7 @@ async fn making_room_finds_the_one_idle_actor_among_many() {
         vec![(ChildSpec::new("Echo", "echo.wasm").count(99), "echo")],
     )
     .await;
+    // Eager instances activate in the background; wait until all 99 hold their slots.
     sluice_tests::wait_until(T, "99 supervised instances", || active(&host, "Echo") == 99).await;
     for i in 0..20 {
         host.ask(&format!("Echo/k{i}"), "record", format!("k{i}"), T)

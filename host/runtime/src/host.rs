@@ -487,7 +487,8 @@ pub struct TypeStatus {
     pub actor_type: String,
     /// Current module version (increments per deploy).
     pub version: u64,
-    /// Live activations.
+    /// Live activations: instances holding a pool slot (an addressed actor still
+    /// activating, or one between a crash and its restart, is not counted).
     pub active: usize,
     /// Messages queued across activations.
     pub queued: usize,
@@ -760,7 +761,10 @@ impl Host {
                 TypeStatus {
                     actor_type: t.name.to_string(),
                     version: t.current().version,
-                    active: cells.len(),
+                    active: cells
+                        .iter()
+                        .filter(|c| c.live.load(Ordering::Acquire))
+                        .count(),
                     queued: cells.iter().map(|c| c.depth()).sum(),
                     stopped: cells
                         .iter()
