@@ -25,7 +25,8 @@ pub struct OutboxConfig {
     /// rows stored afterwards; existing rows keep their partition.
     pub partitions: u32,
     /// Lease of a claim, ms: a claimed row whose relay died is visible again after it.
-    /// Default 30 000. Must exceed the longest delivery.
+    /// Default 30 000. Must exceed the longest delivery. (On SQLite, claims are held by the
+    /// host process, so after a crash they are visible again at once on restart.)
     pub lease_ms: u64,
     /// Actor types that get their own limiter in each partition (bulkheads). Receivers of any
     /// other type share one limiter labelled `other`. Bounded by construction: it comes from

@@ -22,6 +22,9 @@ pub enum Error {
     /// The outbox (or its relay) has been shut down.
     #[error("outbox is shut down")]
     Closed,
+    /// The SQLite store is owned by another open outbox (it keeps claims in its process).
+    #[error("outbox store in use: {0}")]
+    InUse(String),
 }
 
 impl Error {
@@ -30,9 +33,11 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Database(e) => db_error_is_transient(e),
-            Error::Migrate(_) | Error::Config(_) | Error::InvalidArgument(_) | Error::Closed => {
-                false
-            }
+            Error::Migrate(_)
+            | Error::Config(_)
+            | Error::InvalidArgument(_)
+            | Error::Closed
+            | Error::InUse(_) => false,
         }
     }
 }

@@ -24,6 +24,7 @@ on_postgres!(
     expired_messages_are_dead_lettered_never_delivered,
     dlq_lists_replays_and_purges,
     dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay,
+    dispatch_sees_pending_rows_after_restart_and_replay,
     dead_relays_claims_reappear_after_the_lease,
     restart_keeps_delivery_count_and_send_at,
     aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up,

@@ -20,6 +20,7 @@ on_sqlite!(
     expired_messages_are_dead_lettered_never_delivered,
     dlq_lists_replays_and_purges,
     dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay,
+    dispatch_sees_pending_rows_after_restart_and_replay,
     dead_relays_claims_reappear_after_the_lease,
     restart_keeps_delivery_count_and_send_at,
     aimd_limit_follows_a_receiver_whose_capacity_steps_down_then_up,
@@ -29,3 +30,33 @@ on_sqlite!(
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
 );
+
+/// The SQLite store keeps claims in its process, so a second opener (another host on the same
+/// app folder) is refused with a typed error instead of double-delivering; once the owner is
+/// gone the file opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_owner_of_the_sqlite_file_is_refused() {
+    let store = Store::sqlite();
+    let Store::Sqlite(dir) = &store else {
+        unreachable!()
+    };
+    let path = dir.path().join("outbox.db");
+    let config = common::fast_config().build().unwrap();
+    let first = store.open(config.clone()).await;
+    first
+        .store(sluice_outbox::NewMessage::new("W/1", "job", b"x".to_vec()))
+        .await
+        .unwrap();
+    let Err(err) = sluice_outbox::Outbox::open_sqlite(&path, config.clone()).await else {
+        panic!("a second open is refused")
+    };
+    assert!(
+        matches!(err, sluice_outbox::Error::InUse(_)),
+        "typed InUse, got {err}"
+    );
+    assert!(err.to_string().contains("Postgres"), "{err}");
+    drop(first);
+    let again = store.open(config).await;
+    let depth: u64 = again.stats().await.unwrap().iter().map(|p| p.depth).sum();
+    assert_eq!(depth, 1, "the stored message is still there");
+}

@@ -8,6 +8,12 @@
 //! relay delivers one receiver's rows in id order, stopping at the first failure (the rest of
 //! that receiver's rows are released untouched). A receiver whose head is backing off is thus
 //! skipped as a whole, and other receivers in the partition are not blocked by it.
+//!
+//! # Where claims live
+//! Postgres stores a claim in the row (`claimed_until`, taken with `FOR UPDATE SKIP LOCKED`),
+//! since several hosts share the store. SQLite belongs to one host process and keeps its
+//! claims in that process (see `sqlite.rs`): same visibility rules, no row rewrite per claim,
+//! and a crashed process's claims end with it.
 
 mod postgres;
 mod sqlite;
@@ -57,7 +63,8 @@ pub trait Channel: Send + Sync + 'static {
     /// receiver (see the module docs). `min_id` lets a relay skip the prefix of the pending
     /// index it believes drained (on Postgres that prefix is full of dead entries until
     /// vacuum); a receiver with *any* pending row below `min_id` is skipped whole, since that
-    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything.
+    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything. A backend
+    /// without dead index entries may ignore it and scan from the start (SQLite does).
     async fn claim(
         &self,
         partition: u32,

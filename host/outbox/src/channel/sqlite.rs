@@ -1,12 +1,31 @@
 //! SQLite backend: one file, one writer connection, WAL, `synchronous=NORMAL`.
 //!
 //! Every statement through sqlx costs ~50 µs of thread hand-off (toolchains.md), so the
-//! backend batches: multi-row inserts, one UPDATE … RETURNING per claim, verdicts by id lists.
+//! backend batches: multi-row inserts, one scan and one fetch per claim, verdicts by id lists.
 //! One connection serialises all writers; two writers gave multi-second lock stalls.
+//!
+//! # Claims live in the owning process
+//! The embedded store belongs to one host process (hosts that share a store use Postgres).
+//! So a claim is not written to the file: the channel keeps `id -> lease end` in memory and
+//! the claim scan skips (and FIFO-blocks the receivers of) rows leased there. That saves a
+//! row rewrite per message, and a crash releases every claim at once: the restarted process
+//! starts with none, so rows in flight at the crash are visible at once (delivered at least
+//! once, duplicates bounded by what was claimed). Within the process a claim still expires
+//! after its lease, so a relay task that dies without settling loses nothing. The
+//! `claimed_until` column stays for schema parity with Postgres and is kept at 0.
+//!
+//! For the same reason the FIFO guard needs no receiver-keyed index (which an ack of random
+//! receivers would rewrite page by page): the claim scan walks one partition's pending rows in
+//! id order and meets every receiver's earliest row first, and "does this receiver have a
+//! pending row" (a dispatch's head check) is a count per receiver kept beside the claims,
+//! loaded from the file at open and moved by this channel's own writes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -25,11 +44,87 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 #[derive(Debug, Clone)]
 pub struct SqliteChannel {
     pool: SqlitePool,
+    ledger: Arc<Mutex<Ledger>>,
+    /// `<file>.owner`, locked while this channel lives: a second process on the same file
+    /// would hold claims this one cannot see.
+    _owner: Arc<std::fs::File>,
 }
+
+/// What the owning process keeps in memory (see the module docs).
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Claimed rows: id -> (lease end, receiver).
+    claims: HashMap<i64, (i64, Arc<str>)>,
+    /// Pending (not acked, not dead) rows per receiver; receivers with none are absent.
+    pending: HashMap<Arc<str>, u32>,
+}
+
+impl Ledger {
+    /// Lease end of `id`'s claim, 0 when unclaimed.
+    fn lease_of(&self, id: i64) -> i64 {
+        self.claims.get(&id).map_or(0, |(until, _)| *until)
+    }
+
+    fn held(&self, id: i64, now_ms: i64) -> bool {
+        self.lease_of(id) > now_ms
+    }
+
+    fn claim(&mut self, id: i64, until: i64, receiver: &str) {
+        let receiver = self.receiver(receiver);
+        self.claims.insert(id, (until, receiver));
+    }
+
+    /// The shared name of `receiver` (one allocation per receiver with pending rows).
+    fn receiver(&self, receiver: &str) -> Arc<str> {
+        self.pending
+            .get_key_value(receiver)
+            .map_or_else(|| Arc::from(receiver), |(k, _)| k.clone())
+    }
+
+    fn add_pending(&mut self, receiver: &str, n: u32) {
+        match self.pending.get_mut(receiver) {
+            Some(c) => *c += n,
+            None => {
+                self.pending.insert(Arc::from(receiver), n);
+            }
+        }
+    }
+
+    fn remove_pending(&mut self, receiver: &str) {
+        if let Some(c) = self.pending.get_mut(receiver) {
+            *c -= 1;
+            if *c == 0 {
+                self.pending.remove(receiver);
+            }
+        }
+    }
+
+    fn is_pending(&self, receiver: &str) -> bool {
+        self.pending.contains_key(receiver)
+    }
+
+    /// Forget leases that ended without a settlement (a relay that died), once they pile up.
+    fn prune(&mut self, now_ms: i64) {
+        if self.claims.len() > PRUNE_AT {
+            self.claims.retain(|_, (until, _)| *until > now_ms);
+        }
+    }
+}
+
+/// Claims held before expired ones are swept (live claims are at most partitions × batch plus
+/// the dispatches in flight).
+const PRUNE_AT: usize = 4096;
+
+/// Rows sqlx's worker may queue for the async side before it waits (≥ a claim page).
+const ROW_CHANNEL: usize = 2048;
+
+/// Most index entries one claim-scan statement reads (the first reads 1.25 × the batch).
+const SCAN_PAGE: i64 = 1024;
 
 impl SqliteChannel {
     /// Open (creating if missing) the database file at `path` and run migrations.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let owner = take_ownership(path.as_ref())?;
         let opts = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
@@ -37,6 +132,9 @@ impl SqliteChannel {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5))
+            // Rows travel from sqlx's worker thread one message each; with the default 50 the
+            // worker blocks mid-claim until the relay drains them (a thread hand-off per 50).
+            .row_buffer_size(ROW_CHANNEL)
             .foreign_keys(false);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
@@ -45,7 +143,32 @@ impl SqliteChannel {
             .connect_with(opts)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        // Claims written by versions that stored them in the file belong to a process that is
+        // gone (this one owns the file now).
+        sqlx::query("UPDATE outbox_messages SET claimed_until = 0 WHERE claimed_until <> 0")
+            .execute(&pool)
+            .await?;
+        let mut ledger = Ledger::default();
+        let counts: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT receiver, COUNT(*) FROM outbox_messages \
+             WHERE acked = 0 AND dead_lettered = 0 GROUP BY receiver",
+        )
+        .fetch_all(&pool)
+        .await?;
+        for (receiver, n) in counts {
+            ledger.add_pending(&receiver, n as u32);
+        }
+        Ok(Self {
+            pool,
+            ledger: Arc::default(),
+            _owner: Arc::new(owner),
+        }
+        .with_ledger(ledger))
+    }
+
+    fn with_ledger(self, ledger: Ledger) -> Self {
+        *self.ledger.lock() = ledger;
+        self
     }
 
     /// The underlying pool (tests and benchmarks).
@@ -56,6 +179,29 @@ impl SqliteChannel {
     /// Close the pool (the file stays).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Locks `<path>.owner` (created if missing) for this process, or fails with
+/// [`crate::Error::InUse`] when another holder has it. The OS drops the lock with the process,
+/// so a crashed host never leaves it behind.
+fn take_ownership(path: &Path) -> Result<std::fs::File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".owner");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .map_err(sqlx::Error::Io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(crate::Error::InUse(format!(
+            "{} is open in another outbox (another host process, or this one); \
+             hosts that share an outbox use Postgres",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(sqlx::Error::Io(e).into()),
     }
 }
 
@@ -106,14 +252,17 @@ impl Channel for SqliteChannel {
                 sep.push_bind_unseparated(*k).push_unseparated(")");
             }
             q.push(") AND ((acked = 0 AND dead_lettered = 0) OR conflict = 'append')");
-            for row in q.build().fetch_all(&mut *tx).await? {
+            let found = q.build().fetch_all(&mut *tx).await?;
+            let ledger = self.ledger.lock();
+            for row in found {
+                let id = row.try_get(0)?;
                 existing.push(Existing {
-                    id: row.try_get(0)?,
+                    id,
                     receiver: row.try_get(1)?,
                     key: row.try_get(2)?,
                     sequence_number: row.try_get(3)?,
                     pending: row.try_get(4)?,
-                    claimed_until: row.try_get(5)?,
+                    claimed_until: ledger.lease_of(id),
                 });
             }
         }
@@ -122,23 +271,13 @@ impl Channel for SqliteChannel {
         let claim_heads = opts.claim_heads_until.is_some();
         let mut busy = HashSet::new();
         if claim_heads {
-            let mut receivers: Vec<&str> = rows.iter().map(|r| r.msg.receiver.as_str()).collect();
-            receivers.sort_unstable();
-            receivers.dedup();
-            for chunk in receivers.chunks(CHUNK) {
-                let mut q = QueryBuilder::<Sqlite>::new(
-                    "SELECT DISTINCT receiver FROM outbox_messages \
-                     WHERE acked = 0 AND dead_lettered = 0 AND receiver IN (",
-                );
-                let mut sep = q.separated(", ");
-                for r in chunk {
-                    sep.push_bind(*r);
-                }
-                q.push(")");
-                for row in q.build().fetch_all(&mut *tx).await? {
-                    busy.insert(row.try_get::<String, _>(0)?);
-                }
-            }
+            let ledger = self.ledger.lock();
+            busy.extend(
+                rows.iter()
+                    .map(|r| r.msg.receiver.as_str())
+                    .filter(|r| ledger.is_pending(r))
+                    .map(str::to_owned),
+            );
         }
 
         // 3. Decide, then fold same-batch OVERWRITEs into the row they replace.
@@ -159,15 +298,16 @@ impl Channel for SqliteChannel {
             .collect();
 
         // 4. Multi-row inserts. Ids of one INSERT are consecutive and ascending in VALUES order
-        //    (AUTOINCREMENT, one writer); RETURNING order is unspecified, so sort.
+        //    (AUTOINCREMENT, one writer), so the last id names them all (no RETURNING: each
+        //    returned row is a message from sqlx's worker thread).
         let mut ids = vec![0i64; rows.len()];
         for chunk in inserts.chunks(CHUNK) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
                  receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
-                 sequence_number, send_at, created_at, claimed_until, expires_at, mode) ",
+                 sequence_number, send_at, created_at, expires_at, mode) ",
             );
-            q.push_values(chunk, |mut b, (i, claim)| {
+            q.push_values(chunk, |mut b, (i, _)| {
                 let r = &rows[content[*i]];
                 let m = &r.msg;
                 b.push_bind(m.tenant.as_str())
@@ -185,25 +325,13 @@ impl Channel for SqliteChannel {
                     .push_bind(r.sequence_number)
                     .push_bind(r.send_at)
                     .push_bind(r.created_at)
-                    .push_bind(if *claim {
-                        opts.claim_heads_until.unwrap_or(0)
-                    } else {
-                        0
-                    })
                     .push_bind(r.expires_at)
                     .push_bind(m.mode.as_str());
             });
-            q.push(" RETURNING id");
-            let mut new_ids: Vec<i64> = q
-                .build()
-                .fetch_all(&mut *tx)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<std::result::Result<_, _>>()?;
-            new_ids.sort_unstable();
-            for ((i, _), id) in chunk.iter().zip(new_ids) {
-                ids[*i] = id;
+            let last = q.build().execute(&mut *tx).await?.last_insert_rowid();
+            let first = last - chunk.len() as i64 + 1;
+            for (n, (i, _)) in chunk.iter().enumerate() {
+                ids[*i] = first + n as i64;
             }
         }
 
@@ -228,7 +356,35 @@ impl Channel for SqliteChannel {
                 .await?;
             }
         }
-        tx.commit().await?;
+        // Claimed heads are leased before the commit: the claim scan shares this connection,
+        // so it cannot see the rows before their leases exist.
+        let heads: Vec<i64> = match opts.claim_heads_until {
+            Some(until) => {
+                let mut ledger = self.ledger.lock();
+                inserts
+                    .iter()
+                    .filter(|(_, claim)| *claim)
+                    .map(|(i, _)| {
+                        ledger.claim(ids[*i], until, &rows[*i].msg.receiver);
+                        ids[*i]
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        if let Err(e) = tx.commit().await {
+            let mut ledger = self.ledger.lock();
+            for id in &heads {
+                ledger.claims.remove(id);
+            }
+            return Err(e.into());
+        }
+        {
+            let mut ledger = self.ledger.lock();
+            for (i, _) in &inserts {
+                ledger.add_pending(&rows[*i].msg.receiver, 1);
+            }
+        }
 
         Ok(actions
             .iter()
@@ -253,26 +409,77 @@ impl Channel for SqliteChannel {
         lease_ms: i64,
         min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
-        let sql = format!(
-            "UPDATE outbox_messages SET claimed_until = ?1 WHERE id IN ( \
-               SELECT m.id FROM outbox_messages m \
-               WHERE m.partition = ?2 AND m.id >= ?5 AND m.acked = 0 AND m.dead_lettered = 0 \
-                 AND m.send_at <= ?3 AND m.claimed_until <= ?3 \
-                 AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
-                     WHERE o.receiver = m.receiver AND o.acked = 0 AND o.dead_lettered = 0 \
-                       AND o.id < m.id \
-                       AND (o.send_at > ?3 OR o.claimed_until > ?3 OR o.id < ?5)) \
-               ORDER BY m.id LIMIT ?4) \
-             RETURNING {COLUMNS}"
-        );
-        let mut rows: Vec<OutboxMessage> = sqlx::query_as(&sql)
-            .bind(now_ms + lease_ms)
+        let limit = limit as usize;
+        let until = now_ms + lease_ms;
+        let mut chosen: Vec<i64> = Vec::with_capacity(limit);
+        // Receivers whose earlier pending row is not claimable now: their later rows wait.
+        let mut blocked: HashSet<String> = HashSet::new();
+        // `min_id` is ignored: it exists to skip index entries of settled rows that Postgres
+        // keeps until vacuum; SQLite drops them at once, so a scan from the start reads only
+        // pending rows, and it sees every receiver's earliest one (the FIFO guard needs no
+        // second look-up).
+        let _ = min_id;
+        let mut after = 0i64;
+        // The first page expects most rows to be claimable; later pages double.
+        let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);
+        while chosen.len() < limit {
+            // One row holding the page as JSON: sqlx hands each result row across threads
+            // on its own, which cost more than the scan itself.
+            let json: String = sqlx::query_scalar(
+                "SELECT json_group_array(json_array(id, receiver, send_at)) FROM ( \
+                   SELECT id, receiver, send_at FROM outbox_messages \
+                   WHERE partition = ? AND id > ? AND acked = 0 AND dead_lettered = 0 \
+                   ORDER BY id LIMIT ?)",
+            )
             .bind(i64::from(partition))
-            .bind(now_ms)
-            .bind(i64::from(limit))
-            .bind(min_id)
-            .fetch_all(&self.pool)
+            .bind(after)
+            .bind(page_len)
+            .fetch_one(&self.pool)
             .await?;
+            let mut page: Vec<(i64, String, i64)> =
+                serde_json::from_str(&json).map_err(decode_error)?;
+            page.sort_unstable_by_key(|(id, _, _)| *id);
+            let last_page = (page.len() as i64) < page_len;
+            page_len = (page_len * 2).min(SCAN_PAGE);
+            let mut ledger = self.ledger.lock();
+            ledger.prune(now_ms);
+            for (id, receiver, send_at) in page {
+                after = id;
+                if blocked.contains(&receiver) {
+                    continue;
+                }
+                if send_at > now_ms || ledger.held(id, now_ms) {
+                    blocked.insert(receiver);
+                    continue;
+                }
+                ledger.claim(id, until, &receiver);
+                chosen.push(id);
+                if chosen.len() == limit {
+                    break;
+                }
+            }
+            drop(ledger);
+            if last_page {
+                break;
+            }
+        }
+        if chosen.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = match fetch_json(&self.pool, &chosen).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                let mut ledger = self.ledger.lock();
+                for id in &chosen {
+                    ledger.claims.remove(id);
+                }
+                return Err(e);
+            }
+        };
+        let mut rows = rows;
+        for m in &mut rows {
+            m.claimed_until = until;
+        }
         rows.sort_unstable_by_key(|m| m.id);
         Ok(rows)
     }
@@ -293,18 +500,67 @@ impl Channel for SqliteChannel {
         .iter()
         .map(|n| n.div_ceil(CHUNK))
         .sum::<usize>();
+        // Rows leaving the pending state (acked, dead) and whose receivers: claimed rows name
+        // theirs; any other (a lease that ran out and was swept) is looked up below.
+        let (mut leaving, unknown): (Vec<Arc<str>>, Vec<i64>) = {
+            let ledger = self.ledger.lock();
+            let mut leaving = Vec::with_capacity(s.acks.len() + s.dead.len());
+            let mut unknown = Vec::new();
+            for id in s.acks.iter().copied().chain(s.dead.iter().map(|d| d.id)) {
+                match ledger.claims.get(&id) {
+                    Some((_, receiver)) => leaving.push(receiver.clone()),
+                    None => unknown.push(id),
+                }
+            }
+            (leaving, unknown)
+        };
         let mut conn = self.pool.acquire().await?;
+        for chunk in unknown.chunks(CHUNK) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "SELECT receiver FROM outbox_messages \
+                 WHERE acked = 0 AND dead_lettered = 0 AND id IN (",
+            );
+            let mut sep = q.separated(", ");
+            for id in chunk {
+                sep.push_bind(*id);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *conn).await? {
+                leaving.push(Arc::from(row.try_get::<&str, _>(0)?));
+            }
+        }
         if statements > 1 {
             sqlx::query("BEGIN").execute(&mut *conn).await?;
         }
         let result = settle_on(&mut conn, s, now_ms).await;
-        if statements > 1 {
+        let superseded = if statements > 1 {
             let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
             let ended = sqlx::query(end).execute(&mut *conn).await;
-            result?;
+            let superseded = result?;
             ended?;
+            superseded
         } else {
-            result?;
+            result?
+        };
+        // Settled rows are the relay's no longer (a failed settlement keeps its leases, which
+        // run out on their own).
+        let mut ledger = self.ledger.lock();
+        for id in s
+            .acks
+            .iter()
+            .copied()
+            .chain(s.retries.iter().map(|r| r.id))
+            .chain(s.releases.iter().map(|r| r.id))
+            .chain(s.dead.iter().map(|d| d.id))
+        {
+            ledger.claims.remove(&id);
+        }
+        for receiver in leaving
+            .iter()
+            .map(|r| &**r)
+            .chain(superseded.iter().map(String::as_str))
+        {
+            ledger.remove_pending(receiver);
         }
         Ok(())
     }
@@ -383,7 +639,13 @@ impl Channel for SqliteChannel {
         );
         q.push_bind(now_ms).push(" WHERE dead_lettered = 1");
         selector_clause(&mut q, selector);
-        Ok(q.build().execute(&self.pool).await?.rows_affected())
+        q.push(" RETURNING receiver");
+        let replayed = q.build().fetch_all(&self.pool).await?;
+        let mut ledger = self.ledger.lock();
+        for row in &replayed {
+            ledger.add_pending(row.try_get(0)?, 1);
+        }
+        Ok(replayed.len() as u64)
     }
 
     async fn dlq_purge(&self, selector: &DlqSelector) -> Result<u64> {
@@ -395,10 +657,14 @@ impl Channel for SqliteChannel {
 
     async fn get(&self, id: i64) -> Result<Option<OutboxMessage>> {
         let sql = format!("SELECT {COLUMNS} FROM outbox_messages WHERE id = ?");
-        Ok(sqlx::query_as(&sql)
+        let mut found: Option<OutboxMessage> = sqlx::query_as(&sql)
             .bind(id)
             .fetch_optional(&self.pool)
-            .await?)
+            .await?;
+        if let Some(m) = &mut found {
+            m.claimed_until = self.ledger.lock().lease_of(id);
+        }
+        Ok(found)
     }
 
     async fn max_sequence(&self) -> Result<i64> {
@@ -422,18 +688,124 @@ impl Channel for SqliteChannel {
     }
 }
 
+/// Full rows by id, as one JSON result row (see the claim scan for why), in id order.
+async fn fetch_json(pool: &SqlitePool, ids: &[i64]) -> Result<Vec<OutboxMessage>> {
+    let json: String = sqlx::query_scalar(
+        "SELECT json_group_array(json_array(id, tenant, namespace, channel, partition, sender, \
+           receiver, receiver_type, msg_type, hex(payload), headers, idempotency_key, conflict, \
+           sequence_number, delivery_count, send_at, created_at, acked, dead_lettered, \
+           dead_reason, last_error, expires_at, mode)) \
+         FROM outbox_messages WHERE id IN (SELECT value FROM json_each(?))",
+    )
+    .bind(serde_json::to_string(ids).map_err(decode_error)?)
+    .fetch_one(pool)
+    .await?;
+    let rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(decode_error)?;
+    let mut out = rows
+        .into_iter()
+        .map(JsonRow::into_message)
+        .collect::<Result<Vec<_>>>()?;
+    out.sort_unstable_by_key(|m| m.id);
+    Ok(out)
+}
+
+/// A result that did not decode, as the database error sqlx would have raised.
+fn decode_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> crate::Error {
+    sqlx::Error::Decode(e.into()).into()
+}
+
+/// One row of [`fetch_json`], fields in its `json_array` order.
+#[derive(serde::Deserialize)]
+struct JsonRow {
+    id: i64,
+    tenant: String,
+    namespace: String,
+    channel: String,
+    partition: i64,
+    sender: String,
+    receiver: String,
+    receiver_type: String,
+    msg_type: String,
+    payload_hex: String,
+    headers: String,
+    idempotency_key: String,
+    conflict: String,
+    sequence_number: i64,
+    delivery_count: i64,
+    send_at: i64,
+    created_at: i64,
+    acked: i64,
+    dead_lettered: i64,
+    dead_reason: Option<String>,
+    last_error: Option<String>,
+    expires_at: i64,
+    mode: String,
+}
+
+impl JsonRow {
+    fn into_message(self) -> Result<OutboxMessage> {
+        Ok(OutboxMessage {
+            payload: unhex(&self.payload_hex)
+                .ok_or_else(|| decode_error(format!("row {}: payload is not hex", self.id)))?,
+            id: self.id,
+            tenant: self.tenant,
+            namespace: self.namespace,
+            channel: self.channel,
+            partition: self.partition,
+            sender: self.sender,
+            receiver: self.receiver,
+            receiver_type: self.receiver_type,
+            msg_type: self.msg_type,
+            headers: self.headers,
+            idempotency_key: self.idempotency_key,
+            conflict: self.conflict,
+            sequence_number: self.sequence_number,
+            delivery_count: self.delivery_count,
+            send_at: self.send_at,
+            created_at: self.created_at,
+            claimed_until: 0,
+            acked: self.acked != 0,
+            dead_lettered: self.dead_lettered != 0,
+            dead_reason: self.dead_reason,
+            last_error: self.last_error,
+            expires_at: self.expires_at,
+            mode: self.mode,
+        })
+    }
+}
+
+/// SQLite's `hex()` output (upper case) back to bytes.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks_exact(2)
+        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
+        .collect()
+}
+
 /// The statements of one settlement, on one connection (inside a transaction when there are
 /// several).
 async fn settle_on(
     conn: &mut sqlx::SqliteConnection,
     s: &Settlement,
     now_ms: i64,
-) -> std::result::Result<(), sqlx::Error> {
+) -> std::result::Result<Vec<String>, sqlx::Error> {
     for chunk in s.acks.chunks(CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "UPDATE outbox_messages SET acked = 1, claimed_until = 0, settled_at = ",
         );
-        q.push_bind(now_ms).push(" WHERE id IN (");
+        q.push_bind(now_ms)
+            .push(" WHERE acked = 0 AND dead_lettered = 0 AND id IN (");
         let mut sep = q.separated(", ");
         for id in chunk {
             sep.push_bind(*id);
@@ -473,6 +845,7 @@ async fn settle_on(
         .map(|r| r.id)
         .chain(s.releases.iter().map(|r| r.id))
         .collect();
+    let mut superseded = Vec::new();
     for chunk in unsettled.chunks(CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "UPDATE outbox_messages SET acked = 1, claimed_until = 0, settled_at = ",
@@ -489,8 +862,10 @@ async fn settle_on(
         for id in chunk {
             sep.push_bind(*id);
         }
-        q.push(")");
-        q.build().execute(&mut *conn).await?;
+        q.push(") RETURNING receiver");
+        for row in q.build().fetch_all(&mut *conn).await? {
+            superseded.push(row.try_get(0)?);
+        }
     }
     for chunk in s.dead.chunks(CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
@@ -505,8 +880,11 @@ async fn settle_on(
                 .push_bind(d.last_error.as_deref())
                 .push_bind(i64::from(d.attempted));
         });
-        q.push(") AS v WHERE outbox_messages.id = v.column1");
+        q.push(
+            ") AS v WHERE outbox_messages.id = v.column1 \
+             AND outbox_messages.acked = 0 AND outbox_messages.dead_lettered = 0",
+        );
         q.build().execute(&mut *conn).await?;
     }
-    Ok(())
+    Ok(superseded)
 }

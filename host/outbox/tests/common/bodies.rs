@@ -441,6 +441,64 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
     assert_eq!(dl[0].reason, "expired");
 }
 
+/// A dispatch attempts a receiver's message at once only when nothing older of that receiver
+/// is pending. The store must know that across a restart, after a replay from the DLQ, and
+/// must forget it once the older rows are delivered.
+pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
+    let config = fast_config().partitions(2).build().unwrap();
+    let outbox = store.open(config.clone()).await;
+    outbox
+        .store(msg("Q/1", "first").with_delay_ms(60_000))
+        .await
+        .unwrap();
+    drop(outbox);
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    let res = outbox
+        .dispatch(vec![msg("Q/1", "second")], &rx)
+        .await
+        .unwrap();
+    assert_eq!(
+        (res.accepted, res.rejected),
+        (0, 1),
+        "Q/1 has an older pending row"
+    );
+    assert!(rx.seen().is_empty());
+
+    // R/1's only message dies: nothing of R/1 is pending, then the replay makes it pending.
+    rx.always("R/1", Answer::Permanent("nope"));
+    outbox.store(msg("R/1", "m0")).await.unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    eventually("R/1 m0 dead", T, || async {
+        outbox.dlq_list(Some("R/1"), 10).await.unwrap().len() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    rx.clear_always();
+    assert_eq!(
+        outbox
+            .dlq_replay(DlqSelector::Receiver("R/1".into()))
+            .await
+            .unwrap(),
+        1
+    );
+    let res = outbox.dispatch(vec![msg("R/1", "m1")], &rx).await.unwrap();
+    assert_eq!(
+        (res.accepted, res.rejected),
+        (0, 1),
+        "the replayed m0 is pending"
+    );
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("m0 then m1", T, |r| r.delivered_count() == 2)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "R/1"), ["m0", "m1"]);
+    // Both delivered: R/1 has nothing pending, so the next dispatch goes straight through.
+    let res = outbox.dispatch(vec![msg("R/1", "m2")], &rx).await.unwrap();
+    assert_eq!((res.accepted, res.rejected), (1, 0));
+    assert_eq!(payloads_of(&rx, "R/1"), ["m0", "m1", "m2"]);
+}
+
 pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
     let outbox = store
         .open(fast_config().partitions(1).lease_ms(300).build().unwrap())
