@@ -10,6 +10,19 @@ use sluice_tests::{host_with, json, recorded_by as recorded, rust_guest, test_co
 
 const T: Duration = Duration::from_secs(30);
 
+/// Default backoff, but enough attempts that a receiver kept busy on purpose (a 400 ms turn)
+/// can never exhaust them: with the default 5, full jitter may draw four short delays that
+/// all land inside the busy turn, and the test would see a dead letter by chance.
+fn patient() -> OutboxConfig {
+    OutboxConfig {
+        retry_policy: RetryPolicy {
+            max_attempts: 30,
+            ..OutboxConfig::default().retry_policy
+        },
+        ..OutboxConfig::default()
+    }
+}
+
 fn fast_retries() -> OutboxConfig {
     OutboxConfig {
         retry_policy: RetryPolicy {
@@ -46,7 +59,7 @@ async fn guest_dispatch_reaches_every_target_once_and_keys_dedupe() {
         vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
     )
     .await;
-    host.attach_outbox(outbox_at(dir.path(), OutboxConfig::default()).await);
+    host.attach_outbox(outbox_at(dir.path(), patient()).await);
     let targets: Vec<String> = (0..10).map(|i| format!("Echo/w{i}")).collect();
     let req = json!({"targets": targets, "msg_type": "record", "payload": "task-1", "idempotency_key": "task-1"});
     for round in 0..2 {
@@ -97,7 +110,7 @@ async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost
         ],
     )
     .await;
-    host.attach_outbox(outbox_at(dir.path(), OutboxConfig::default()).await);
+    host.attach_outbox(outbox_at(dir.path(), patient()).await);
     // Hold four workers in long turns with full mailboxes.
     for i in 0..4 {
         host.tell(&format!("Slow/{i}"), "sleep", "400").unwrap();
@@ -132,15 +145,8 @@ async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost
         futures_block(pending(&h)) == 0
     })
     .await;
-    assert!(
-        host.outbox()
-            .unwrap()
-            .dlq_list(None, 100)
-            .await
-            .unwrap()
-            .is_empty(),
-        "nothing dead-lettered"
-    );
+    let dead = host.outbox().unwrap().dlq_list(None, 100).await.unwrap();
+    assert!(dead.is_empty(), "nothing dead-lettered: {dead:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,7 +180,7 @@ async fn tell_reliable_goes_direct_or_to_the_outbox_and_always_arrives() {
     );
     assert_eq!(r["error"]["type"], "Unavailable", "{r}");
     // Default retries: capacity refusals count as attempts, so give the busy receiver time.
-    host.attach_outbox(outbox_at(dir.path(), OutboxConfig::default()).await);
+    host.attach_outbox(outbox_at(dir.path(), patient()).await);
     assert_eq!(
         host.tell_reliable("Echo/b", "record", "direct")
             .await
