@@ -46,21 +46,30 @@ fn messages(n: usize, receivers: usize) -> Vec<NewMessage> {
         .collect()
 }
 
+/// `n` messages in enqueue calls of 1000, built before any clock starts.
+fn batches(n: usize, receivers: usize) -> Vec<Vec<NewMessage>> {
+    let mut all = messages(n, receivers).into_iter();
+    let mut out = Vec::new();
+    loop {
+        let batch: Vec<NewMessage> = all.by_ref().take(1000).collect();
+        if batch.is_empty() {
+            return out;
+        }
+        out.push(batch);
+    }
+}
+
 async fn end_to_end(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
     let counter = Arc::new(Counter {
         n: AtomicUsize::new(0),
         target: AtomicUsize::new(n),
         done: Notify::new(),
     });
+    let batches = batches(n, receivers);
     let relay = outbox.start_relay(counter.clone());
     let t0 = Instant::now();
-    let mut all = messages(n, receivers);
-    while !all.is_empty() {
-        let rest = all.split_off(all.len().min(1000));
-        outbox
-            .enqueue(std::mem::replace(&mut all, rest))
-            .await
-            .unwrap();
+    for batch in batches {
+        outbox.enqueue(batch).await.unwrap();
     }
     let enqueued = t0.elapsed();
     tokio::time::timeout(Duration::from_secs(600), counter.done.notified())
@@ -78,13 +87,8 @@ async fn end_to_end(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
 
 /// Relay only: the backlog is stored first, then the relay drains it.
 async fn drain_backlog(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
-    let mut all = messages(n, receivers);
-    while !all.is_empty() {
-        let rest = all.split_off(all.len().min(1000));
-        outbox
-            .enqueue(std::mem::replace(&mut all, rest))
-            .await
-            .unwrap();
+    for batch in batches(n, receivers) {
+        outbox.enqueue(batch).await.unwrap();
     }
     let counter = Arc::new(Counter {
         n: AtomicUsize::new(0),

@@ -135,6 +135,10 @@ impl SqliteChannel {
             // Rows travel from sqlx's worker thread one message each; with the default 50 the
             // worker blocks mid-claim until the relay drains them (a thread hand-off per 50).
             .row_buffer_size(ROW_CHANNEL)
+            // Checkpoint every 8192 pages (32 MiB of WAL) instead of 1000: a row's page is
+            // written at insert and again at ack, and a checkpoint between the two copies it
+            // twice. Still automatic, on the committing connection. (+~10% end to end.)
+            .pragma("wal_autocheckpoint", "8192")
             .foreign_keys(false);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
