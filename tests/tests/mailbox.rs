@@ -80,6 +80,36 @@ async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
     );
 }
 
+/// A fresh actor has no finished turn to estimate from; while its first turn runs long, the
+/// refusal's hint still grows with it (before, it said 1 ms for the whole turn, and an outbox
+/// relay honouring it could spend every attempt inside one busy turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hint_covers_a_long_first_turn() {
+    let host = host_with(
+        test_config(),
+        vec![(
+            ChildSpec::new("Slow", "slow.wasm").mailbox(1, MailboxStrategy::Error),
+            "slow",
+        )],
+    )
+    .await;
+    host.tell("Slow/h", "sleep", "3000").unwrap();
+    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    let _ = host.tell("Slow/h", "sleep", "1"); // fills the one slot (or is refused already)
+    // Within the 3 s turn (so no turn has finished and the mean is still unknown), the hint
+    // reaches 100 ms.
+    wait_until(
+        Duration::from_millis(2000),
+        "a hint of at least 100 ms during the first turn",
+        || match host.tell("Slow/h", "sleep", "1") {
+            Err(e) => e.retry_after_ms.is_some_and(|ms| ms >= 100),
+            Ok(_) => false,
+        },
+    )
+    .await;
+    assert_eq!(host.inflight_turns(), 1, "still inside the first turn");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_oldest_displaces_the_oldest_and_reports_it() {
     let host = host_with(

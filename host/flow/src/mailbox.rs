@@ -160,10 +160,19 @@ impl<T> Mailbox<T> {
 }
 
 /// Estimates how long until a full mailbox has room: queue depth × the observed mean turn
-/// time, at least 1 ms so a sender never spins on a zero hint.
-pub fn retry_after_ms(depth: usize, mean_turn_micros: u64) -> u64 {
-    let micros = (depth as u64).saturating_mul(mean_turn_micros.max(1));
-    micros.div_ceil(1000).max(1)
+/// time, but never less than what the turn in progress is expected to still take (its mean
+/// minus what it has run, or, once it has outrun the mean or when no turn has finished yet,
+/// as long again as it has run: a sender should not come back every millisecond to an actor
+/// that has been busy for seconds). At least 1 ms, so a sender never spins on a zero hint.
+/// `running_micros` is how long the current turn has run, 0 when none is running.
+pub fn retry_after_ms(depth: usize, mean_turn_micros: u64, running_micros: u64) -> u64 {
+    let queued = (depth as u64).saturating_mul(mean_turn_micros.max(1));
+    let current = if mean_turn_micros > running_micros {
+        mean_turn_micros - running_micros
+    } else {
+        running_micros
+    };
+    queued.max(current).div_ceil(1000).max(1)
 }
 
 /// Exponentially weighted mean of turn durations, weight 1/8 for the newest sample.
@@ -221,9 +230,19 @@ mod tests {
 
     #[test]
     fn retry_hint_scales_with_depth_and_is_never_zero() {
-        assert_eq!(retry_after_ms(0, 0), 1);
-        assert_eq!(retry_after_ms(10, 1500), 15);
-        assert_eq!(retry_after_ms(3, 100), 1);
+        assert_eq!(retry_after_ms(0, 0, 0), 1);
+        assert_eq!(retry_after_ms(10, 1500, 0), 15);
+        assert_eq!(retry_after_ms(3, 100, 0), 1);
+    }
+
+    #[test]
+    fn retry_hint_covers_the_turn_in_progress() {
+        // No turn finished yet (mean unknown), one running for 300 ms: wait about as long.
+        assert_eq!(retry_after_ms(1, 0, 300_000), 300);
+        // Mean 100 ms, the turn has run 30: the queue estimate (2 × 100) dominates.
+        assert_eq!(retry_after_ms(2, 100_000, 30_000), 200);
+        // An outlier: mean 1 ms, this turn already 250 ms in.
+        assert_eq!(retry_after_ms(1, 1_000, 250_000), 250);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench -p sluice-outbox --bench outbox_throughput` (release profile).
 //! Env: `SLUICE_BENCH_MESSAGES` (default 100000), `SLUICE_BENCH_RECEIVERS` (default 1000),
-//! `SLUICE_BENCH_ONLY=postgres` to skip the SQLite part.
+//! `SLUICE_BENCH_ONLY=postgres` to skip the SQLite part, `SLUICE_BENCH_PARTITIONS` (default 4,
+//! the SQLite runs only).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -164,6 +165,7 @@ fn main() {
         println!("outbox_throughput: {n} messages of 64 B to {receivers} receivers");
 
         let only = std::env::var("SLUICE_BENCH_ONLY").unwrap_or_default();
+        let partitions = env_usize("SLUICE_BENCH_PARTITIONS", 4) as u32;
         for batch in [20u32, 200] {
             if only == "postgres" {
                 break;
@@ -172,7 +174,11 @@ fn main() {
             let path = dir.path().join("bench.db");
             let ch = SqliteChannel::open(&path).await.unwrap();
             let raw = raw_sqlite_insert(&ch, n, receivers).await;
-            let config = OutboxConfig::builder().relay_batch_size(batch).build().unwrap();
+            let config = OutboxConfig::builder()
+                .relay_batch_size(batch)
+                .partitions(partitions)
+                .build()
+                .unwrap();
             let outbox = Outbox::new(Arc::new(ch), config).await.unwrap();
             let e2e = end_to_end(&outbox, n, receivers).await;
             let drain = drain_backlog(&outbox, n, receivers).await;

@@ -162,9 +162,21 @@ impl ActorCell {
             match inbox.mb.strategy() {
                 MailboxStrategy::Error => {
                     let depth = inbox.mb.len();
+                    let running = inbox.running;
                     drop(inbox);
                     self.ty.metrics.refused.increment(1);
-                    let hint = retry_after_ms(depth, self.mean_turn_us.load(Ordering::Relaxed));
+                    // The coarse clock (one atomic load, no syscall) keeps this path cheap;
+                    // `last_active` is stamped when a turn starts.
+                    let running_us = if running {
+                        coarse_now().saturating_sub(self.last_active.load(Ordering::Relaxed)) / 1000
+                    } else {
+                        0
+                    };
+                    let hint = retry_after_ms(
+                        depth,
+                        self.mean_turn_us.load(Ordering::Relaxed),
+                        running_us,
+                    );
                     return Err(OfferError::Refused(ActorError::mailbox_full(hint)));
                 }
                 MailboxStrategy::DropNewest => {
@@ -385,6 +397,19 @@ fn clock_origin() -> Instant {
 /// `t` as nanoseconds since [`clock_origin`] (0 for instants before it).
 fn since_origin(t: Instant) -> u64 {
     t.saturating_duration_since(clock_origin()).as_nanos() as u64
+}
+
+/// [`since_origin`] of the last epoch tick (at most [`crate::engine::EPOCH_TICK`] old): a
+/// clock for paths that must not pay for reading the real one.
+static COARSE_NOW: AtomicU64 = AtomicU64::new(0);
+
+/// Advances the coarse clock; the epoch ticker calls it every tick.
+pub(crate) fn tick_coarse_clock() {
+    COARSE_NOW.fetch_max(since_origin(Instant::now()), Ordering::Relaxed);
+}
+
+fn coarse_now() -> u64 {
+    COARSE_NOW.load(Ordering::Relaxed)
 }
 
 /// Activations of one type an eviction looks at (all of them, up to this many).

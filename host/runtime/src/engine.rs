@@ -74,6 +74,7 @@ impl EpochTicker {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
+                    crate::actor::tick_coarse_clock();
                 }
             })
             .expect("spawn epoch thread");
