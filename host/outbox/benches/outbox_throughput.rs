@@ -108,13 +108,14 @@ async fn drain_backlog(outbox: &Outbox, n: usize, receivers: usize) -> f64 {
 
 async fn raw_sqlite_insert(ch: &SqliteChannel, n: usize, receivers: usize) -> f64 {
     sqlx::query("CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, receiver TEXT NOT NULL, payload BLOB NOT NULL)")
-        .execute(ch.pool())
+        .execute(&mut *ch.connection().await.unwrap())
         .await
         .unwrap();
     let t0 = Instant::now();
     let payload = vec![b'x'; 64];
     for start in (0..n).step_by(1000) {
-        let mut tx = ch.pool().begin().await.unwrap();
+        let mut conn = ch.connection().await.unwrap();
+        let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
         let mut q =
             sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO bench_raw (receiver, payload) ");
         q.push_values(start..(start + 1000).min(n), |mut b, i| {
