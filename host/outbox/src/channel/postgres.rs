@@ -303,8 +303,17 @@ impl Channel for PostgresChannel {
         // A lost claim only means the row is claimed again after a crash (at-least-once
         // already allows it), so the claim's commit need not wait for a WAL flush: this halves
         // the fsyncs per relay cycle.
+        // The claim must walk the (partition, id) index in order and stop after `limit` rows.
+        // With stale statistics (a bulk enqueue before autoanalyze runs) the planner guessed a
+        // handful of rows and chose a bitmap scan of the whole partition plus a sort, running
+        // the FIFO probe for every pending row: 68k buffers per claim instead of ~2k, and a
+        // drain that slowed as the backlog grew. Bitmap and sequential scans are off for this
+        // transaction only.
         sqlx::query(
-            "SELECT set_config('synchronous_commit', 'off', true), pg_advisory_xact_lock($1, $2)",
+            "SELECT set_config('synchronous_commit', 'off', true), \
+                    set_config('enable_bitmapscan', 'off', true), \
+                    set_config('enable_seqscan', 'off', true), \
+                    pg_advisory_xact_lock($1, $2)",
         )
         .bind(LOCK_CLASS_PARTITION)
         .bind(partition as i32)
