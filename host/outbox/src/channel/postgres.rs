@@ -42,6 +42,10 @@ impl PostgresChannel {
     pub async fn open(url: &str, max_connections: u32) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
+            // sqlx already pings every connection when it goes back to the pool (and drops a
+            // broken one); pinging again on acquire put a second round trip in front of every
+            // claim and settle (batch 20 end to end: 16.5–20k -> 20.7–21.9k msgs/s).
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
             .connect(url)
             .await?;
