@@ -16,6 +16,7 @@ use sluice_outbox::{
 use sluice_runtime::{ChildSpec, Host, HostConfig, MailboxStrategy};
 
 const WORKERS: usize = 100;
+const MAX_ATTEMPTS: u32 = 5;
 const T: Duration = Duration::from_secs(60);
 
 fn outbox_config() -> OutboxConfig {
@@ -27,8 +28,12 @@ fn outbox_config() -> OutboxConfig {
             max_limit: 50,
             ..Default::default()
         },
+        // 5 attempts as in the polyglot examples' app-config.toml. With 3, the config-server
+        // flood could dead-letter a download by chance: the two servers hold 2 queued + 1
+        // running downloads of 20 ms each, and three short jittered backoffs (base 10 ms) can
+        // all land inside that backlog.
         retry_policy: RetryPolicy {
-            max_attempts: 3,
+            max_attempts: MAX_ATTEMPTS,
             base_ms: 10,
             cap_ms: 200,
         },
@@ -169,9 +174,10 @@ async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
             "{w} lacks the new config"
         );
     }
+    let dead = ob.dlq_list(None, 10).await?;
     ensure!(
-        ob.dlq_list(None, 10).await?.is_empty(),
-        "config wave dead-lettered messages"
+        dead.is_empty(),
+        "config wave dead-lettered messages: {dead:?}"
     );
     Ok(json!({"waves": waves, "config_server_rejected": server_rejected}))
 }
@@ -317,7 +323,11 @@ async fn poison_message(
         ensure!(t0.elapsed() < T, "poison message never reached the DLQ");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    ensure!(dl[0].attempts == 3, "attempts {}", dl[0].attempts);
+    ensure!(
+        dl[0].attempts == i64::from(MAX_ATTEMPTS),
+        "attempts {}",
+        dl[0].attempts
+    );
     // The fix: a message for a type that was missing is dead-lettered as permanent; deploying
     // the type and replaying delivers it.
     ob.store(NewMessage::new("Patched/1", "record", b"task".to_vec()))
