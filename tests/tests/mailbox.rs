@@ -48,8 +48,9 @@ async fn full_mailbox_reaches_rust_guest_as_resource_exhausted() {
     assert!(hint >= 1, "{msg}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
+/// A host whose `Slow` actors have a one-slot `error` mailbox, with `id` already inside a turn
+/// of `ms` milliseconds.
+async fn one_slot_actor_in_a_long_turn(id: &str, ms: &str) -> sluice_runtime::Host {
     let host = host_with(
         test_config(),
         vec![(
@@ -58,8 +59,14 @@ async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
         )],
     )
     .await;
-    host.tell("Slow/a", "sleep", "800").unwrap();
+    host.tell(id, "sleep", ms.to_owned()).unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    host
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
+    let host = one_slot_actor_in_a_long_turn("Slow/a", "800").await;
     // One of the next two fits (the first may already be running); the bound holds after that.
     let mut refused = None;
     for _ in 0..3 {
@@ -85,16 +92,7 @@ async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
 /// relay honouring it could spend every attempt inside one busy turn).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hint_covers_a_long_first_turn() {
-    let host = host_with(
-        test_config(),
-        vec![(
-            ChildSpec::new("Slow", "slow.wasm").mailbox(1, MailboxStrategy::Error),
-            "slow",
-        )],
-    )
-    .await;
-    host.tell("Slow/h", "sleep", "3000").unwrap();
-    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    let host = one_slot_actor_in_a_long_turn("Slow/h", "3000").await;
     let _ = host.tell("Slow/h", "sleep", "1"); // fills the one slot (or is refused already)
     // Within the 3 s turn (so no turn has finished and the mean is still unknown), the hint
     // reaches 100 ms.

@@ -163,15 +163,9 @@ impl SqliteChannel {
         }
         Ok(Self {
             conn: Arc::new(AsyncMutex::new(Some(conn))),
-            ledger: Arc::default(),
+            ledger: Arc::new(Mutex::new(ledger)),
             _owner: Arc::new(owner),
-        }
-        .with_ledger(ledger))
-    }
-
-    fn with_ledger(self, ledger: Ledger) -> Self {
-        *self.ledger.lock() = ledger;
-        self
+        })
     }
 
     /// The connection, for as long as the guard lives (every other user waits). Benchmarks
@@ -415,18 +409,17 @@ impl Channel for SqliteChannel {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        min_id: i64,
+        _min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         let limit = limit as usize;
         let until = now_ms + lease_ms;
         let mut chosen: Vec<i64> = Vec::with_capacity(limit);
         // Receivers whose earlier pending row is not claimable now: their later rows wait.
         let mut blocked: HashSet<String> = HashSet::new();
-        // `min_id` is ignored: it exists to skip index entries of settled rows that Postgres
+        // `_min_id` is ignored: it exists to skip index entries of settled rows that Postgres
         // keeps until vacuum; SQLite drops them at once, so a scan from the start reads only
         // pending rows, and it sees every receiver's earliest one (the FIFO guard needs no
         // second look-up).
-        let _ = min_id;
         let mut after = 0i64;
         // The first page expects most rows to be claimable; later pages double.
         let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);
@@ -476,7 +469,7 @@ impl Channel for SqliteChannel {
         if chosen.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = match fetch_json(&mut conn, &chosen).await {
+        let mut rows = match fetch_json(&mut conn, &chosen).await {
             Ok(rows) => rows,
             Err(e) => {
                 let mut ledger = self.ledger.lock();
@@ -486,7 +479,6 @@ impl Channel for SqliteChannel {
                 return Err(e);
             }
         };
-        let mut rows = rows;
         for m in &mut rows {
             m.claimed_until = until;
         }
