@@ -76,7 +76,7 @@ impl<T> Mailbox<T> {
             // A small start: an idle actor costs little memory and activation stays cheap. The
             // queue grows to its high-water mark once and never shrinks, so a steady state
             // does not allocate.
-            items: VecDeque::with_capacity(capacity.min(8)),
+            items: VecDeque::with_capacity(capacity.min(4)),
             capacity,
             strategy,
             ordinary: 0,

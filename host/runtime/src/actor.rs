@@ -19,7 +19,7 @@ use crate::bindings::{ActorWorld, wit};
 use crate::error::{ActorError, OverloadScope, TellReceipt};
 use crate::host::HostInner;
 use crate::registry::{ActorId, ActorType, ModuleVersion};
-use crate::state::{StoreState, Turn, from_wit};
+use crate::state::{StoreState, from_wit};
 
 /// A reply slot for `ask`; `started` tells a timed-out caller whether its turn ever ran.
 pub(crate) struct Reply {
@@ -213,6 +213,9 @@ impl ActorCell {
         self.inbox.lock().mb.len()
     }
 
+    /// Takes the next message, marking the actor as running it. Also ends the previous turn
+    /// (if any) under the same lock, so a caller that got that turn's reply never finds it
+    /// still counted: the actor is then `running` only for the message it took here.
     fn pop(&self) -> Option<Message> {
         let mut inbox = self.inbox.lock();
         let m = inbox.mb.pop();
@@ -450,9 +453,15 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         }
     }
 
+    // The message taken when the previous turn ended (under the same lock), if one was queued.
+    let mut ready: Option<Message> = None;
     loop {
-        let Some(mut msg) = next(&cell, &host, idle).await else {
-            break;
+        let mut msg = match ready.take() {
+            Some(m) => m,
+            None => match next(&cell, &host, idle).await {
+                Some(m) => m,
+                None => break,
+            },
         };
         let now = Instant::now();
         if msg.deadline.is_some_and(|d| d <= now) {
@@ -498,9 +507,6 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         cell.last_active.store(since_origin(now), Ordering::Relaxed);
         host.inflight.fetch_add(1, Ordering::Relaxed);
         let outcome = turn(l, &host, &mut msg, now).await;
-        // The turn is over before anyone hears of it: a caller that got its reply must never
-        // find this actor still counted as mid-turn (admission depth, LRU eviction).
-        cell.inbox.lock().running = false;
         host.inflight.fetch_sub(1, Ordering::Relaxed);
         let took = now.elapsed();
         cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
@@ -516,9 +522,14 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
                 } else {
                     cell.ty.metrics.turns_err.increment(1);
                 }
+                // The turn is over before anyone hears of it: a caller that got its reply
+                // must never find this actor still counted as mid-turn (admission depth, LRU
+                // eviction). Ending it and taking the next message share one lock.
+                ready = cell.pop();
                 msg.answer(r);
             }
             TurnOutcome::Crashed(e) => {
+                cell.inbox.lock().running = false;
                 cell.ty.metrics.traps.increment(1);
                 let module = cell.ty.current();
                 tracing::warn!(actor = %cell.id, error = %e, "actor instance crashed; discarding it");
@@ -677,21 +688,21 @@ enum TurnOutcome {
 /// caller keeps the reply slot.
 async fn turn(l: &mut Live, host: &HostInner, msg: &mut Message, now: Instant) -> TurnOutcome {
     let env = wit::Envelope {
-        sender: msg.sender.as_ref().map(|s| s.to_string()),
+        sender: msg.sender.as_ref().map(|s| String::from(s.as_str())),
         msg_type: std::mem::take(&mut msg.msg_type),
         payload: std::mem::take(&mut msg.payload),
-        principal: msg.principal.to_string(),
+        principal: String::from(&*msg.principal),
         deadline_ms: msg
             .deadline
             .map(|d| d.saturating_duration_since(now).as_millis() as u64),
     };
-    l.store.data_mut().turn = Turn {
-        started: now,
-        waited: Duration::ZERO,
-        deadline: msg.deadline,
-        principal: msg.principal.clone(),
-        max_turn: Duration::from_millis(host.config.max_turn_ms),
-    };
+    let t = &mut l.store.data_mut().turn;
+    t.started = now;
+    t.waited = Duration::ZERO;
+    t.deadline = msg.deadline;
+    t.max_turn = Duration::from_millis(host.config.max_turn_ms);
+    // The turn's principal moves in; the message keeps the previous one (no refcount churn).
+    std::mem::swap(&mut t.principal, &mut msg.principal);
     l.store.set_epoch_deadline(1);
     match l
         .world

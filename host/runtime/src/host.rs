@@ -154,11 +154,13 @@ impl HostInner {
 
     /// The call's deadline: inherited inside a chain, else the caller's own or the default.
     /// A deadline that has already passed fails the call before anything is queued.
+    /// The call's deadline, and the instant it was resolved at (the message's enqueue time:
+    /// one clock read serves both).
     fn resolve_deadline(
         &self,
         opts: &CallOptions,
         to: &ActorId,
-    ) -> Result<Option<Instant>, ActorError> {
+    ) -> Result<(Option<Instant>, Instant), ActorError> {
         let now = Instant::now();
         let d = deadline::resolve(
             opts.deadline,
@@ -170,7 +172,7 @@ impl HostInner {
             self.count_deadline_exceeded(to, true);
             return Err(ActorError::deadline_exceeded(true));
         }
-        Ok(d)
+        Ok((d, now))
     }
 
     fn count_deadline_exceeded(&self, to: &ActorId, skipped: bool) {
@@ -265,6 +267,7 @@ impl HostInner {
         payload: Vec<u8>,
         opts: &CallOptions,
         deadline: Option<Instant>,
+        enqueued: Instant,
     ) -> Message {
         Message {
             msg_type,
@@ -275,7 +278,7 @@ impl HostInner {
                 .clone()
                 .unwrap_or_else(|| self.system.clone()),
             deadline,
-            enqueued: Instant::now(),
+            enqueued,
             reply: None,
             permit: None,
             window_permit: None,
@@ -301,11 +304,11 @@ impl HostInner {
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
         self.check_payload(payload.len())?;
-        let deadline = self.resolve_deadline(&opts, id)?;
+        let (deadline, now) = self.resolve_deadline(&opts, id)?;
         let mut parts = Some((msg_type, payload));
         self.deliver(id, !opts.internal, &mut || {
             let (t, p) = parts.take().expect("a message is built at most once");
-            self.message(t.into(), p, &opts, deadline)
+            self.message(t.into(), p, &opts, deadline, now)
         })
     }
 
@@ -333,13 +336,13 @@ impl HostInner {
                 "an actor cannot ask itself: its turn would wait on itself",
             ));
         }
-        let deadline = self.resolve_deadline(&opts, id)?;
+        let (deadline, now) = self.resolve_deadline(&opts, id)?;
         let (tx, rx) = oneshot::channel();
         let started = Arc::new(AtomicBool::new(false));
         let mut parts = Some((msg_type, payload, tx));
         let receipt = self.deliver(id, !opts.internal, &mut || {
             let (t, p, tx) = parts.take().expect("a message is built at most once");
-            let mut m = self.message(t, p, &opts, deadline);
+            let mut m = self.message(t, p, &opts, deadline, now);
             m.reply = Some(Reply {
                 tx,
                 started: started.clone(),
@@ -410,8 +413,10 @@ impl HostInner {
                     break;
                 }
                 // A turn started on the actor's own clock gets the default deadline.
-                let deadline = host.config.call_timeout().map(|d| Instant::now() + d);
-                let mut make = || host.message(msg_type.clone(), payload.clone(), &opts, deadline);
+                let now = Instant::now();
+                let deadline = host.config.call_timeout().map(|d| now + d);
+                let mut make =
+                    || host.message(msg_type.clone(), payload.clone(), &opts, deadline, now);
                 match host.deliver(&id, false, &mut make) {
                     Err(e) if e.is_capacity() => {
                         tokio::time::sleep(Duration::from_millis(
