@@ -304,10 +304,20 @@ impl HostInner {
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
         self.check_payload(payload.len())?;
-        let (deadline, now) = self.resolve_deadline(&opts, id)?;
+        // Only an explicit deadline can have passed already; otherwise the clock is read when
+        // the message is built, so a refusal by a full mailbox reads no clock.
+        let stamped = match opts.deadline {
+            Some(_) => Some(self.resolve_deadline(&opts, id)?),
+            None => None,
+        };
         let mut parts = Some((msg_type, payload));
         self.deliver(id, !opts.internal, &mut || {
             let (t, p) = parts.take().expect("a message is built at most once");
+            let (deadline, now) = stamped.unwrap_or_else(|| {
+                let now = Instant::now();
+                let d = deadline::resolve(None, opts.internal, now, self.config.call_timeout());
+                (d, now)
+            });
             self.message(t.into(), p, &opts, deadline, now)
         })
     }
