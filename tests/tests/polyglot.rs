@@ -20,6 +20,7 @@ per_language!(
     overloaded_callee_reaches_guest_as_overloaded_with_its_details,
     infinite_loop_is_interrupted_and_restarted,
     memory_hog_gets_resource_exhausted_at_its_limit,
+    max_activations_actors_can_all_be_live,
 );
 
 fn echo_spec() -> ChildSpec {
@@ -291,4 +292,29 @@ async fn overloaded_callee_reaches_guest_as_overloaded_with_its_details(lang: La
     // And from outside, the host API sees the same typed error.
     let e = host.ask("Echo/shedder", "shed", "", T).await.unwrap_err();
     assert_eq!(e.code, sluice_runtime::ErrorCode::Overloaded, "{e}");
+}
+
+/// `max_activations` is the number of live actors a host holds, whatever the language: the
+/// pool behind it must fit that many instances of a component with many core instances,
+/// memories and tables (Python's holds about fourteen core instances).
+async fn max_activations_actors_can_all_be_live(lang: Lang) {
+    let cap = 24;
+    let cfg = HostConfig {
+        max_activations: cap,
+        idle_deactivate_ms: 0,
+        ..test_config()
+    };
+    let Some(host) = poly_host(cfg, lang, vec![(echo_spec(), "echo")]).await else {
+        return;
+    };
+    for i in 0..cap {
+        host.ask(&format!("Echo/k{i}"), "echo", "x", T)
+            .await
+            .unwrap_or_else(|e| panic!("activation {i} of {cap}: {e}"));
+    }
+    let active = |h: &sluice_runtime::Host| h.status().iter().map(|s| s.active).sum::<usize>();
+    assert_eq!(active(&host), cap as usize);
+    // One more key: an idle actor makes room, as at any cap.
+    assert_eq!(host.ask("Echo/more", "echo", "y", T).await.unwrap(), b"y");
+    assert_eq!(active(&host), cap as usize);
 }

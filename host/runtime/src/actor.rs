@@ -740,9 +740,19 @@ fn classify(
     }
     let text = format!("{e:#}");
     if text.contains("maximum concurrent") || text.contains("instance count") {
+        // `reserve_slot` already holds activations to `max_activations`: this is the pool
+        // running out of one kind of slot first (a component using more memories or tables
+        // than the pool was sized for); say which.
+        let what = text
+            .lines()
+            .find(|l| l.contains("maximum concurrent") || l.contains("instance count"))
+            .unwrap_or_default()
+            .trim();
         return ActorError::new(
             crate::ErrorCode::ResourceExhausted,
-            format!("host at max_activations; cannot activate {id}"),
+            format!(
+                "instance pool exhausted before max_activations ({what}); cannot activate {id}"
+            ),
         );
     }
     let first = text.lines().next().unwrap_or("trap").to_string();

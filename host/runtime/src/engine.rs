@@ -34,9 +34,12 @@ pub fn build_engine(cfg: &HostConfig) -> anyhow::Result<Engine> {
     config.memory_init_cow(true);
     let n = cfg.max_activations + 16;
     let mut pool = PoolingAllocationConfig::default();
-    // Python and JS components hold many core instances, memories and tables each.
+    // Core-instance slots are only counted (no memory behind them), so every component may
+    // use its per-component maximum: a Python actor holds ~14, and `max_activations` must
+    // mean actors of any language. Memory and table slots reserve address space; every
+    // toolchain here uses 1 memory and 2 tables per component, so 2 and 4 leave room.
     pool.total_component_instances(n)
-        .total_core_instances(n.saturating_mul(8))
+        .total_core_instances(n.saturating_mul(50))
         .total_memories(n.saturating_mul(2))
         .total_tables(n.saturating_mul(4))
         .total_stacks(n)
