@@ -65,12 +65,19 @@ impl Default for HostConfig {
     }
 }
 
+/// The largest `max_activations` one host may ask for (see [`HostConfig::validate`]).
+pub const MAX_ACTIVATIONS: u32 = 8_000;
+
 impl HostConfig {
     /// Rejects settings that cannot work.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |m: &str| Err(LoadError::Config(m.to_string()));
-        if self.max_activations == 0 || self.max_activations > 100_000 {
-            return bad("host.max_activations must be in 1..=100000");
+        // Each pool slot reserves ~8 GiB of address space (two 4 GiB linear-memory
+        // reservations, which let wasmtime drop bounds checks); a process has ~128 TiB.
+        if self.max_activations == 0 || self.max_activations > MAX_ACTIVATIONS {
+            return bad(&format!(
+                "host.max_activations must be in 1..={MAX_ACTIVATIONS} (each live actor reserves ~8 GiB of address space)"
+            ));
         }
         if self.memory_limit_mb == 0 || self.memory_limit_mb > 4096 {
             return bad("host.memory_limit_mb must be in 1..=4096");
@@ -618,6 +625,16 @@ mod tests {
         assert_eq!(c.strategy().unwrap(), MailboxStrategy::Error);
         assert_eq!(c.eager_keys(), vec!["0", "1", "2"]);
         assert_eq!(c.init_json(), r#"{"version":"2.1.0"}"#);
+    }
+
+    #[test]
+    fn max_activations_is_bounded_by_the_address_space_it_reserves() {
+        let ok = AppConfig::parse(&format!("[host]\nmax_activations = {MAX_ACTIVATIONS}"));
+        assert!(ok.is_ok(), "{:?}", ok.err());
+        for bad in [0, MAX_ACTIVATIONS + 1, 100_000] {
+            let e = AppConfig::parse(&format!("[host]\nmax_activations = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("address space"), "{bad}: {e}");
+        }
     }
 
     #[test]

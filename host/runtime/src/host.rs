@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use sluice_flow::deadline;
 use tokio::sync::oneshot;
 use wasmtime::Engine;
@@ -515,7 +516,12 @@ impl Host {
     /// Starts a host (engine, epoch ticker, linker). Must run inside a tokio runtime.
     pub fn new(config: HostConfig) -> anyhow::Result<Self> {
         config.validate()?;
-        let engine = build_engine(&config)?;
+        let engine = build_engine(&config).with_context(|| {
+            format!(
+                "reserving the instance pool for max_activations={} (~8 GiB of address space per slot, shared by every host in this process)",
+                config.max_activations
+            )
+        })?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
