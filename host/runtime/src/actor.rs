@@ -739,15 +739,14 @@ fn classify(
         ));
     }
     let text = format!("{e:#}");
-    if text.contains("maximum concurrent") || text.contains("instance count") {
-        // `reserve_slot` already holds activations to `max_activations`: this is the pool
-        // running out of one kind of slot first (a component using more memories or tables
-        // than the pool was sized for); say which.
-        let what = text
-            .lines()
-            .find(|l| l.contains("maximum concurrent") || l.contains("instance count"))
-            .unwrap_or_default()
-            .trim();
+    // `reserve_slot` already holds activations to `max_activations`: a pool limit here is the
+    // pool running out of one kind of slot first (a component using more memories or tables
+    // than the pool was sized for); say which.
+    if let Some(what) = text
+        .lines()
+        .find(|l| l.contains("maximum concurrent") || l.contains("instance count"))
+    {
+        let what = what.trim();
         return ActorError::new(
             crate::ErrorCode::ResourceExhausted,
             format!(

@@ -154,9 +154,8 @@ impl HostInner {
     }
 
     /// The call's deadline: inherited inside a chain, else the caller's own or the default.
-    /// A deadline that has already passed fails the call before anything is queued.
-    /// The call's deadline, and the instant it was resolved at (the message's enqueue time:
-    /// one clock read serves both).
+    /// A deadline that has already passed fails the call before anything is queued. Returned
+    /// with the instant it was resolved at, the message's enqueue time (one clock read).
     fn resolve_deadline(
         &self,
         opts: &CallOptions,
