@@ -17,7 +17,8 @@ pub fn root() -> PathBuf {
 }
 
 /// Builds the Rust test guests (once per test binary; cargo itself serialises concurrent
-/// builds) and returns the path of guest `name` (`echo`, `slow`, `crash`, `loop`, `hog`, `flood`).
+/// builds) and returns the path of guest `name` (`echo`, `slow`, `crash`, `loop`, `hog`, `flood`,
+/// `probe`).
 pub fn rust_guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     let dir = root().join("guests/rust");
@@ -35,6 +36,28 @@ pub fn rust_guest(name: &str) -> PathBuf {
         .join(format!("{name}.wasm"));
     assert!(p.exists(), "guest {name} missing at {}", p.display());
     p
+}
+
+/// The `sluice` binary (debug), built once per test binary and copied to a private path named
+/// `name`, so a concurrent build elsewhere in the shared target dir cannot swap it mid-test.
+pub fn sluice_binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
+            .current_dir(root())
+            .status()
+            .expect("running cargo build -p sluice-cli");
+        assert!(status.success(), "building the sluice binary failed");
+    });
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let tmp = target.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("creating target/tmp");
+    let private = tmp.join(name);
+    std::fs::copy(target.join("debug/sluice"), &private).expect("copying the sluice binary");
+    private
 }
 
 /// A host configuration for tests: small pool, shared compile cache, short idle timeout.

@@ -6,20 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use sluice_runtime::ChildSpec;
-use sluice_tests::{root, test_config, toolchains_required};
-
-fn sluice_binary() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
-        .current_dir(root())
-        .status()
-        .expect("running cargo build -p sluice-cli");
-    assert!(status.success(), "building the sluice binary failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    target.join("debug/sluice")
-}
+use sluice_tests::{root, sluice_binary, test_config, toolchains_required};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_build_makes_a_typescript_quickjs_guest_that_runs_on_the_host() {
@@ -27,7 +14,7 @@ async fn sluice_build_makes_a_typescript_quickjs_guest_that_runs_on_the_host() {
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join("echo-qjs.wasm");
     let _ = std::fs::remove_file(&out);
-    let run = Command::new(sluice_binary())
+    let run = Command::new(sluice_binary("sluice-cli-build"))
         .arg("build")
         .arg(root().join("guests/typescript/testkit/echo"))
         .arg("-o")
@@ -69,7 +56,7 @@ async fn sluice_build_makes_a_typescript_quickjs_guest_that_runs_on_the_host() {
 fn sluice_build_names_the_folder_it_cannot_build() {
     let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-build-empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let run = Command::new(sluice_binary())
+    let run = Command::new(sluice_binary("sluice-cli-build"))
         .arg("build")
         .arg(&empty)
         .output()

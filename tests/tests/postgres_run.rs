@@ -4,12 +4,12 @@
 //! database delivers the rest. Needs `SLUICE_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_tests::{root, rust_guest};
+use sluice_tests::{rust_guest, sluice_binary};
 use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
@@ -40,23 +40,6 @@ async fn fresh_database() -> Option<String> {
         .unwrap();
     let (prefix, _) = base.rsplit_once('/').unwrap();
     Some(format!("{prefix}/{name}"))
-}
-
-/// The `sluice` binary, built once and copied to a private path (a concurrent build elsewhere
-/// in the shared target dir cannot swap it mid-test).
-fn sluice_binary() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
-        .current_dir(root())
-        .status()
-        .expect("running cargo build -p sluice-cli");
-    assert!(status.success(), "building the sluice binary failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let private = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sluice-postgres-run");
-    std::fs::copy(target.join("debug/sluice"), &private).unwrap();
-    private
 }
 
 /// A running `sluice run`, killed (SIGKILL) on drop.
@@ -149,7 +132,7 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
 "#,
     )
     .unwrap();
-    let bin = sluice_binary();
+    let bin = sluice_binary("sluice-postgres-run");
 
     // Host 1: a guest dispatches 12 slow jobs (150 ms each) to one receiver with a one-slot
     // mailbox. The first goes straight in; the rest wait in Postgres for the relay.
