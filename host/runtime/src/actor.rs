@@ -642,7 +642,7 @@ async fn activate(
     let state = StoreState::new(
         host.clone(),
         cell.id.clone(),
-        &module.spec.wasi,
+        module.wasi.clone(),
         module.memory_limit,
         max_turn,
     );

@@ -51,7 +51,8 @@ pub(crate) struct HostInner {
     pub slot_freed: tokio::sync::Notify,
     /// Admission caps (see `admission.rs`).
     pub admission: Admission,
-    system: Arc<str>,
+    /// The principal of calls made on no one's behalf.
+    pub system: Arc<str>,
     /// The durable outbox, once attached (`sluice run` always attaches one).
     outbox: OnceLock<Arc<sluice_outbox::Outbox>>,
     relay: parking_lot::Mutex<Option<sluice_outbox::RelayHandle>>,
@@ -468,6 +469,7 @@ impl HostInner {
             strategy,
             init_json: spec.init_json(),
             memory_limit: (memory_mb as usize) << 20,
+            wasi: Arc::new(spec.wasi.clone()),
             spec: spec.clone(),
         };
         let (ty, version) = self.registry.insert_or_replace(&name, module);

@@ -10,7 +10,7 @@ use sluice_flow::mailbox::MailboxStrategy;
 
 use crate::actor::ActorCell;
 use crate::bindings::ActorWorldPre;
-use crate::config::ChildSpec;
+use crate::config::{ChildSpec, WasiGrants};
 use crate::error::ActorError;
 use crate::state::StoreState;
 
@@ -95,6 +95,8 @@ pub(crate) struct ModuleVersion {
     pub version: u64,
     pub pre: ActorWorldPre<StoreState>,
     pub spec: ChildSpec,
+    /// `spec.wasi`, shared by every activation's store.
+    pub wasi: Arc<WasiGrants>,
     pub strategy: MailboxStrategy,
     pub init_json: String,
     pub memory_limit: usize,

@@ -57,7 +57,8 @@ impl ResourceLimiter for MemoryLimiter {
 
 /// The `T` of every actor's `Store<T>`.
 pub(crate) struct StoreState {
-    wasi: WasiCtx,
+    wasi: Option<WasiCtx>,
+    grants: Arc<WasiGrants>,
     table: ResourceTable,
     pub limiter: MemoryLimiter,
     pub host: Arc<HostInner>,
@@ -69,28 +70,15 @@ impl StoreState {
     pub fn new(
         host: Arc<HostInner>,
         self_id: ActorId,
-        grants: &WasiGrants,
+        grants: Arc<WasiGrants>,
         memory_limit: usize,
         max_turn: Duration,
     ) -> Self {
-        let mut b = WasiCtx::builder();
-        // Nothing is inherited unless granted: no stdio, env, args, preopens or network.
-        b.allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        if grants.stdio {
-            b.inherit_stdout().inherit_stderr();
-        }
-        for (k, v) in &grants.env {
-            b.env(k, v);
-        }
-        for (guest, hostdir) in &grants.dirs {
-            if let Err(e) = b.preopened_dir(hostdir, guest, wasmtime_wasi::FsPerms::ReadOnly) {
-                tracing::warn!(actor = %self_id, dir = %hostdir.display(), error = %e, "cannot preopen granted dir");
-            }
-        }
+        // Until the first turn moves its own in.
+        let principal = host.system.clone();
         Self {
-            wasi: b.build(),
+            wasi: None,
+            grants,
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 limit: memory_limit,
@@ -102,7 +90,7 @@ impl StoreState {
                 started: Instant::now(),
                 waited: Duration::ZERO,
                 deadline: None,
-                principal: Arc::from("system"),
+                principal,
                 max_turn,
             },
         }
@@ -125,11 +113,35 @@ impl StoreState {
 
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        // Built on the guest's first WASI call: most actors never make one, and an
+        // activation need not pay for it.
+        let (grants, id) = (&self.grants, &self.self_id);
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| build_wasi(grants, id)),
             table: &mut self.table,
         }
     }
+}
+
+/// What a guest may touch: nothing is inherited unless granted (no stdio, env, args,
+/// preopens or network).
+fn build_wasi(grants: &WasiGrants, id: &ActorId) -> WasiCtx {
+    let mut b = WasiCtx::builder();
+    b.allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    if grants.stdio {
+        b.inherit_stdout().inherit_stderr();
+    }
+    for (k, v) in &grants.env {
+        b.env(k, v);
+    }
+    for (guest, hostdir) in &grants.dirs {
+        if let Err(e) = b.preopened_dir(hostdir, guest, wasmtime_wasi::FsPerms::ReadOnly) {
+            tracing::warn!(actor = %id, dir = %hostdir.display(), error = %e, "cannot preopen granted dir");
+        }
+    }
+    b.build()
 }
 
 /// Rust error → WIT record.
