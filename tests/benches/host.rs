@@ -8,7 +8,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_runtime::raw::{RawInstance, activate_n, activation_phases, instantiate_n};
+use sluice_runtime::raw::{
+    RawComponent, RawInstance, activate_n, activation_phases, instantiate_n,
+};
 use sluice_runtime::{ActorId, ChildSpec, HostConfig, MailboxStrategy};
 use sluice_tests::{host_with, rust_guest, test_config};
 
@@ -55,6 +57,9 @@ async fn bench() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 20_000 } else { 200_000 };
     let echo = std::fs::read(rust_guest("echo"))?;
+    if std::env::var("SLUICE_BENCH_ONLY").as_deref() == Ok("activation") {
+        return warm_slot_activation(&echo, quick).await;
+    }
     let cfg = HostConfig {
         max_activations: 2000,
         idle_deactivate_ms: 0,
@@ -265,23 +270,44 @@ async fn bench() -> anyhow::Result<()> {
     );
     churn_host.shutdown();
 
+    warm_slot_activation(&echo, quick).await?;
+
+    host.shutdown();
+    Ok(())
+}
+
+/// 3c. Activation into a free warm slot, against raw wasmtime doing the same: batches of
+/// actors activated, left idle until deactivated, their slots reused by the next batch.
+/// How long an actor stays idle before it is deactivated in the warm-slot benchmarks, and the
+/// gap the raw baseline leaves between its batches to match.
+const IDLE_GAP: Duration = Duration::from_millis(20);
+
+async fn warm_slot_activation(echo: &[u8], quick: bool) -> anyhow::Result<()> {
     // 3c. Activation into a free warm slot: actors that went idle were deactivated
     // (`idle_deactivate_ms`), leaving their slots free with their pages resident; new keys
     // take them without evicting anyone. The steady state of a host below its cap.
     let idle_host = host_with(
         HostConfig {
             max_activations: 2000,
-            idle_deactivate_ms: 20,
+            idle_deactivate_ms: IDLE_GAP.as_millis() as u64,
             ..test_config()
         },
         vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
     )
     .await;
-    // Each ask is timed on its own and the medians compared, so a scheduler hiccup in one
-    // of a few hundred activations does not move the figure; the means are printed too.
-    let w = k.min(64);
+    // Raw wasmtime in the same pattern, on the same engine and pool, its rounds interleaved
+    // with the host's so both see the same machine: a batch of instances brought up and kept
+    // alive, dropped together, and their slots reused by the next batch after the host's
+    // round has run in between.
+    let raw = RawComponent::new(&idle_host, echo)?;
+    let mut raw_ref = raw.instance(&idle_host).await?;
+    // Each activation is timed on its own and the medians compared, so a scheduler hiccup in
+    // one of a few hundred does not move the figure; the means are printed too. A live
+    // actor's ask (or a live instance's call) is the cost subtracted.
+    let w = 64;
     let rounds = if quick { 8 } else { 24 };
-    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    let (mut cold, mut warm, mut raw_cold, mut raw_warm) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..=rounds {
         for i in 0..w {
             let t = Instant::now();
@@ -299,8 +325,8 @@ async fn bench() -> anyhow::Result<()> {
                 cold.push(t.elapsed());
             }
         }
-        // A live actor's ask, the cost to subtract: activated untimed (it went idle during
-        // the last wait), then kept busy so it does not go idle before the loop ends.
+        // The live actor is activated untimed (it went idle during the last wait), then kept
+        // busy so it does not go idle before the loop ends.
         idle_host
             .ask("Echo/ref", "echo", "", Duration::from_secs(10))
             .await
@@ -315,26 +341,75 @@ async fn bench() -> anyhow::Result<()> {
                 warm.push(t.elapsed());
             }
         }
+        // The host's actors go idle and are deactivated; the raw batch starts after the same
+        // idle gap, and the host's next batch after an equal one.
         sluice_tests::wait_until(Duration::from_secs(30), "idle actors deactivated", || {
             idle_host.status().iter().all(|s| s.active == 0)
         })
         .await;
+        let batch = raw.activate_batch(&idle_host, w).await?;
+        for _ in 0..w {
+            let t = Instant::now();
+            std::hint::black_box(raw_ref.call("echo", b"").await?);
+            if round > 0 {
+                raw_warm.push(t.elapsed());
+            }
+        }
+        if round > 0 {
+            raw_cold.extend(batch);
+        }
+        tokio::time::sleep(IDLE_GAP).await;
     }
     let mean = |v: &[Duration]| v.iter().sum::<Duration>().as_secs_f64() * 1e6 / v.len() as f64;
-    let (cold_mean, warm_mean) = (mean(&cold), mean(&warm));
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let warm_p50 = pct(&mut warm, 0.5);
+    let report = |cold: &mut Vec<Duration>, warm: &mut Vec<Duration>| {
+        let (cold_mean, warm_mean) = (mean(cold), mean(warm));
+        let warm_p50 = pct(warm, 0.5);
+        (
+            us(pct(cold, 0.5).saturating_sub(warm_p50)),
+            us(pct(cold, 0.9).saturating_sub(warm_p50)),
+            cold_mean - warm_mean,
+            us(warm_p50),
+        )
+    };
+    let (p50, p90, avg, call) = report(&mut cold, &mut warm);
+    let (raw_p50, raw_p90, raw_avg, raw_call) = report(&mut raw_cold, &mut raw_warm);
     println!(
-        "activation into a free warm slot (after idle deactivation), {} activations, ask time subtracted (p50 {:.1} us, mean {:.1} us): p50 {:.1} us, p90 {:.1} us, mean {:.1} us",
+        "activation into a free warm slot (after idle deactivation), {} activations, call time subtracted: sluice p50 {p50:.1} us, p90 {p90:.1} us, mean {avg:.1} us (ask p50 {call:.1} us); raw wasmtime, same pattern: p50 {raw_p50:.1} us, p90 {raw_p90:.1} us, mean {raw_avg:.1} us (call p50 {raw_call:.1} us); ratio of p50s {:.2}x",
         cold.len(),
-        us(warm_p50),
-        warm_mean,
-        us(pct(&mut cold, 0.5).saturating_sub(warm_p50)),
-        us(pct(&mut cold, 0.9).saturating_sub(warm_p50)),
-        cold_mean - warm_mean
+        p50 / raw_p50
+    );
+
+    // One actor at a time: each activation takes the slot its predecessor's deactivation
+    // freed moments before, the pattern of the raw loop's "same slot reused at once" (which
+    // is interleaved here, a raw instance brought up and dropped after each actor).
+    let singles = if quick { 64 } else { 256 };
+    let (mut one, mut raw_one) = (Vec::new(), Vec::new());
+    for i in 0..=singles {
+        let t = Instant::now();
+        idle_host
+            .ask(&format!("Echo/s{i}"), "echo", "", Duration::from_secs(10))
+            .await
+            .unwrap();
+        let e = t.elapsed();
+        sluice_tests::wait_until(Duration::from_secs(30), "idle actor deactivated", || {
+            idle_host.status().iter().all(|s| s.active == 0)
+        })
+        .await;
+        let r = raw.activate_batch(&idle_host, 1).await?;
+        if i > 0 {
+            one.push(e);
+            raw_one.extend(r);
+        }
+        tokio::time::sleep(IDLE_GAP).await;
+    }
+    let (p50, p90, avg, _) = report(&mut one, &mut warm);
+    let (raw_p50, raw_p90, raw_avg, _) = report(&mut raw_one, &mut raw_warm);
+    println!(
+        "activation into the slot just freed, {} activations, call time subtracted: sluice p50 {p50:.1} us, p90 {p90:.1} us, mean {avg:.1} us; raw wasmtime, same pattern: p50 {raw_p50:.1} us, p90 {raw_p90:.1} us, mean {raw_avg:.1} us; ratio of p50s {:.2}x",
+        one.len(),
+        p50 / raw_p50
     );
     idle_host.shutdown();
-
-    host.shutdown();
     Ok(())
 }

@@ -66,7 +66,7 @@ fn raw_store(host: &Host) -> anyhow::Result<Store<StoreState>> {
     let state = StoreState::new(
         inner.clone(),
         ActorId::parse("Raw/0")?,
-        &Default::default(),
+        Default::default(),
         128 << 20,
         Duration::from_secs(3600),
     );
@@ -138,4 +138,39 @@ pub async fn activation_phases(
         }
     }
     Ok(sum.map(|d| d / n as u32))
+}
+
+/// A component prepared once, for baselines that bring up many instances of it.
+pub struct RawComponent {
+    pre: ActorWorldPre<StoreState>,
+}
+
+impl RawComponent {
+    /// Compiles (or loads from cache) `wasm` for `host`'s engine.
+    pub fn new(host: &Host, wasm: &[u8]) -> anyhow::Result<Self> {
+        Ok(Self {
+            pre: prepare(host, wasm)?,
+        })
+    }
+
+    /// Activation in the pattern of a host below its cap: `width` instances brought up one
+    /// after another (instantiate, `init("{}")`, one `handle` call), each timed on its own
+    /// and all kept alive, then dropped together so the next batch reuses their slots.
+    pub async fn activate_batch(&self, host: &Host, width: usize) -> anyhow::Result<Vec<Duration>> {
+        let mut times = Vec::with_capacity(width);
+        let mut live = Vec::with_capacity(width);
+        for _ in 0..width {
+            let t = std::time::Instant::now();
+            let mut raw = RawInstance::start(host, &self.pre).await?;
+            std::hint::black_box(raw.call("echo", b"").await?);
+            times.push(t.elapsed());
+            live.push(raw);
+        }
+        Ok(times)
+    }
+
+    /// One live instance, for the cost of a call to subtract from an activation.
+    pub async fn instance(&self, host: &Host) -> anyhow::Result<RawInstance> {
+        RawInstance::start(host, &self.pre).await
+    }
 }
