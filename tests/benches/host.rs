@@ -58,6 +58,7 @@ async fn bench() -> anyhow::Result<()> {
     let n = if quick { 20_000 } else { 200_000 };
     let echo = std::fs::read(rust_guest("echo"))?;
     if std::env::var("SLUICE_BENCH_ONLY").as_deref() == Ok("activation") {
+        at_cap_activation(if quick { 200 } else { 1000 }).await;
         return warm_slot_activation(&echo, quick).await;
     }
     let cfg = HostConfig {
@@ -228,9 +229,21 @@ async fn bench() -> anyhow::Result<()> {
         per[rounds - 1],
         r * rounds
     );
-    // 3b. Activation in steady state: a host at its `max_activations`, where every new key
-    // deactivates the least recently used idle actor and its activation reuses that pool
-    // slot (the memory image stays mapped). Includes the eviction it causes.
+    at_cap_activation(k).await;
+
+    warm_slot_activation(&echo, quick).await?;
+
+    host.shutdown();
+    Ok(())
+}
+
+/// 3c. Activation into a free warm slot, against raw wasmtime doing the same: batches of
+/// actors activated, left idle until deactivated, their slots reused by the next batch.
+/// 3b. Activation in steady state: a host at its `max_activations`, where every new key
+/// deactivates the least recently used idle actor and its activation reuses that pool slot
+/// (the memory image stays mapped). Includes the eviction it causes, which the activation
+/// waits for.
+async fn at_cap_activation(k: usize) {
     let churn_host = host_with(
         HostConfig {
             max_activations: 64,
@@ -246,38 +259,37 @@ async fn bench() -> anyhow::Result<()> {
             .await
             .unwrap();
     }
-    let warm = {
+    let mut live = Vec::with_capacity(k);
+    for _ in 0..k {
         let t = Instant::now();
-        for _ in 0..k {
-            churn_host
-                .ask("Echo/f63", "echo", "", Duration::from_secs(10))
-                .await
-                .unwrap();
-        }
-        t.elapsed()
-    };
-    let t = Instant::now();
+        churn_host
+            .ask("Echo/f63", "echo", "", Duration::from_secs(10))
+            .await
+            .unwrap();
+        live.push(t.elapsed());
+    }
+    let mut fresh = Vec::with_capacity(k);
     for i in 0..k {
+        let t = Instant::now();
         churn_host
             .ask(&format!("Echo/c{i}"), "echo", "", Duration::from_secs(10))
             .await
             .unwrap();
+        fresh.push(t.elapsed());
     }
-    let churn = t.elapsed().saturating_sub(warm);
+    let mean = |v: &[Duration]| v.iter().sum::<Duration>().as_secs_f64() * 1e6 / v.len() as f64;
+    let (fresh_mean, live_mean) = (mean(&fresh), mean(&live));
+    let live_p50 = pct(&mut live, 0.5);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "activation at max_activations (LRU eviction + slot reuse): {:.1} us (ask time subtracted)",
-        churn.as_secs_f64() * 1e6 / k as f64
+        "activation at max_activations (LRU eviction + slot reuse): p50 {:.1} us, p90 {:.1} us, mean {:.1} us (ask time subtracted)",
+        us(pct(&mut fresh, 0.5).saturating_sub(live_p50)),
+        us(pct(&mut fresh, 0.9).saturating_sub(live_p50)),
+        fresh_mean - live_mean
     );
     churn_host.shutdown();
-
-    warm_slot_activation(&echo, quick).await?;
-
-    host.shutdown();
-    Ok(())
 }
 
-/// 3c. Activation into a free warm slot, against raw wasmtime doing the same: batches of
-/// actors activated, left idle until deactivated, their slots reused by the next batch.
 /// How long an actor stays idle before it is deactivated in the warm-slot benchmarks, and the
 /// gap the raw baseline leaves between its batches to match.
 const IDLE_GAP: Duration = Duration::from_millis(20);
