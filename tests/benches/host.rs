@@ -391,37 +391,6 @@ async fn warm_slot_activation(echo: &[u8], quick: bool) -> anyhow::Result<()> {
         cold.len(),
         p50 / raw_p50
     );
-
-    // One actor at a time: each activation takes the slot its predecessor's deactivation
-    // freed moments before, the pattern of the raw loop's "same slot reused at once" (which
-    // is interleaved here, a raw instance brought up and dropped after each actor).
-    let singles = if quick { 64 } else { 256 };
-    let (mut one, mut raw_one) = (Vec::new(), Vec::new());
-    for i in 0..=singles {
-        let t = Instant::now();
-        idle_host
-            .ask(&format!("Echo/s{i}"), "echo", "", Duration::from_secs(10))
-            .await
-            .unwrap();
-        let e = t.elapsed();
-        sluice_tests::wait_until(Duration::from_secs(30), "idle actor deactivated", || {
-            idle_host.status().iter().all(|s| s.active == 0)
-        })
-        .await;
-        let r = raw.activate_batch(&idle_host, 1).await?;
-        if i > 0 {
-            one.push(e);
-            raw_one.extend(r);
-        }
-        tokio::time::sleep(IDLE_GAP).await;
-    }
-    let (p50, p90, avg, _) = report(&mut one, &mut warm);
-    let (raw_p50, raw_p90, raw_avg, _) = report(&mut raw_one, &mut raw_warm);
-    println!(
-        "activation into the slot just freed, {} activations, call time subtracted: sluice p50 {p50:.1} us, p90 {p90:.1} us, mean {avg:.1} us; raw wasmtime, same pattern: p50 {raw_p50:.1} us, p90 {raw_p90:.1} us, mean {raw_avg:.1} us; ratio of p50s {:.2}x",
-        one.len(),
-        p50 / raw_p50
-    );
     idle_host.shutdown();
     Ok(())
 }
