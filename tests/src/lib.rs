@@ -2,8 +2,8 @@
 //! wait on conditions with a bound (never a bare sleep).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sluice_runtime::{ChildSpec, Host, HostConfig};
@@ -58,6 +58,110 @@ pub fn sluice_binary(name: &str) -> PathBuf {
     let private = tmp.join(name);
     std::fs::copy(target.join("debug/sluice"), &private).expect("copying the sluice binary");
     private
+}
+
+/// A `sluice run APP` child process on loopback ports the OS picks: where it listens, and
+/// every line it has printed on stdout and stderr. Killed (SIGKILL) on drop.
+pub struct SluiceRun {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT` of the ingress.
+    pub ingress: String,
+    /// `http://127.0.0.1:PORT` of the admin API.
+    pub admin: String,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl SluiceRun {
+    /// Starts `bin run app --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 ARGS…` with `env`
+    /// added to the test's environment, and waits (bounded) until it prints both addresses.
+    pub async fn start(bin: &Path, app: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(bin);
+        cmd.arg("run")
+            .arg(app)
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning sluice run");
+        let stdout = collect_lines(child.stdout.take().expect("piped stdout"));
+        let stderr = collect_lines(child.stderr.take().expect("piped stderr"));
+        let mut run = Self {
+            child,
+            ingress: String::new(),
+            admin: String::new(),
+            stdout,
+            stderr,
+        };
+        let start = Instant::now();
+        loop {
+            let printed = |prefix: &str| {
+                run.stdout
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find_map(|l| l.strip_prefix(prefix).map(|u| u.trim().to_string()))
+            };
+            if let (Some(i), Some(a)) =
+                (printed("sluice: ingress on "), printed("sluice: admin on "))
+            {
+                run.ingress = i;
+                run.admin = a;
+                return run;
+            }
+            if let Ok(Some(status)) = run.child.try_wait() {
+                panic!(
+                    "sluice run exited ({status}) before listening; stderr:\n{}",
+                    run.stderr.lock().unwrap().join("\n")
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "sluice run did not listen within 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether any stdout line so far contains `text`.
+    pub fn stdout_has(&self, text: &str) -> bool {
+        self.stdout.lock().unwrap().iter().any(|l| l.contains(text))
+    }
+
+    /// Whether any stderr line so far contains `text`.
+    pub fn stderr_has(&self, text: &str) -> bool {
+        self.stderr.lock().unwrap().iter().any(|l| l.contains(text))
+    }
+
+    /// Every stderr line so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for SluiceRun {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `stream` line by line on a thread of its own (so the child never blocks on a full
+/// pipe), keeping every line.
+fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    use std::io::BufRead;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
 }
 
 /// A host configuration for tests: small pool, shared compile cache, short idle timeout.

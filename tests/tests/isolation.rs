@@ -3,14 +3,13 @@
 //! is all it sees (directories read-only), and another type on the same host sees none of it.
 //! The `probe` guest reports what WASI shows it.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_runtime::{ChildSpec, Host};
-use sluice_tests::{host_with, json, root, rust_guest, sluice_binary, test_config, wait_until};
+use sluice_tests::{
+    SluiceRun, host_with, json, root, rust_guest, sluice_binary, test_config, wait_until,
+};
 
 async fn probe(host: &Host, id: &str, msg_type: &str, arg: &str) -> Value {
     let reply = host
@@ -132,33 +131,6 @@ async fn granted_env_and_directories_are_all_a_guest_sees_and_directories_are_re
     host.shutdown();
 }
 
-/// Collects a child's output lines on a thread of its own.
-fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-/// A child process killed when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn has(lines: &Mutex<Vec<String>>, text: &str) -> bool {
-    lines.lock().unwrap().iter().any(|l| l.contains(text))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_type_granted_stdio_reaches_the_hosts_stdout_and_stderr() {
     let app = tempfile::tempdir().unwrap();
@@ -180,38 +152,14 @@ stdio = true
 "#,
     )
     .unwrap();
-    let mut child = KillOnDrop(
-        Command::new(sluice_binary("sluice-isolation"))
-            .arg("run")
-            .arg(app.path())
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawning sluice run"),
-    );
-    let stdout = collect(child.0.stdout.take().unwrap());
-    let stderr = collect(child.0.stderr.take().unwrap());
-    wait_until(Duration::from_secs(60), "sluice run to listen", || {
-        has(&stdout, "sluice: ingress on ")
-    })
-    .await;
-    let base = stdout
-        .lock()
-        .unwrap()
-        .iter()
-        .find_map(|l| l.strip_prefix("sluice: ingress on "))
-        .unwrap()
-        .trim()
-        .to_string();
-
+    let run = SluiceRun::start(&sluice_binary("sluice-isolation"), app.path(), &[], &[]).await;
     let http = reqwest::Client::new();
     let quiet = format!("quiet-marker-{}", std::process::id());
     let loud = format!("loud-marker-{}", std::process::id());
     // Quiet prints first; each reply comes after the guest's write and flush returned.
     for (path, text) in [("Quiet/1", &quiet), ("Loud/1", &loud)] {
         let r = http
-            .post(format!("{base}/actors/{path}/ask/print"))
+            .post(format!("{}/actors/{path}/ask/print", run.ingress))
             .body(text.clone())
             .send()
             .await
@@ -221,10 +169,12 @@ stdio = true
     wait_until(
         Duration::from_secs(10),
         "the granted guest's output",
-        || has(&stdout, &format!("{loud} (stdout)")) && has(&stderr, &format!("{loud} (stderr)")),
+        || {
+            run.stdout_has(&format!("{loud} (stdout)"))
+                && run.stderr_has(&format!("{loud} (stderr)"))
+        },
     )
     .await;
-    drop(child);
-    assert!(!has(&stdout, &quiet), "ungranted stdout leaked");
-    assert!(!has(&stderr, &quiet), "ungranted stderr leaked");
+    assert!(!run.stdout_has(&quiet), "ungranted stdout leaked");
+    assert!(!run.stderr_has(&quiet), "ungranted stderr leaked");
 }

@@ -3,13 +3,10 @@
 //! host killed with SIGKILL mid-relay leaves nothing behind: the next host on the same
 //! database delivers the rest. Needs `SLUICE_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"`).
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_tests::{rust_guest, sluice_binary};
+use sluice_tests::{SluiceRun, rust_guest, sluice_binary};
 use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
@@ -40,43 +37,6 @@ async fn fresh_database() -> Option<String> {
         .unwrap();
     let (prefix, _) = base.rsplit_once('/').unwrap();
     Some(format!("{prefix}/{name}"))
-}
-
-/// A running `sluice run`, killed (SIGKILL) on drop.
-struct Running {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(bin: &Path, app: &Path, db: &str) -> Running {
-    let mut child = Command::new(bin)
-        .args(["run"])
-        .arg(app)
-        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-        .args(["--database-url", db])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning sluice run");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("sluice run exited before listening")
-            .unwrap();
-        if let Some(url) = line.strip_prefix("sluice: ingress on ") {
-            break url.trim().to_string();
-        }
-    };
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Running { child, base }
 }
 
 async fn ask(base: &str, path: &str, body: Value) -> Value {
@@ -136,9 +96,9 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
 
     // Host 1: a guest dispatches 12 slow jobs (150 ms each) to one receiver with a one-slot
     // mailbox. The first goes straight in; the rest wait in Postgres for the relay.
-    let h1 = start(&bin, app.path(), &db);
+    let h1 = SluiceRun::start(&bin, app.path(), &["--database-url", &db], &[]).await;
     let r = ask(
-        &h1.base,
+        &h1.ingress,
         "Echo/1/ask/dispatch",
         json!({"targets": ["Slow/1"], "msg_type": "sleep", "payload": "150", "mode": "cast",
                "idempotency_key": "", "conflict": "append"}),
@@ -147,7 +107,7 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
     assert_eq!(r["ok"], true, "{r}");
     for _ in 1..12 {
         let r = ask(
-            &h1.base,
+            &h1.ingress,
             "Echo/1/ask/dispatch",
             json!({"targets": ["Slow/1"], "msg_type": "sleep", "payload": "150", "mode": "cast"}),
         )
@@ -175,7 +135,7 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
 
     // Host 2 on the same database delivers everything that was pending; nothing is lost,
     // nothing dead-lettered.
-    let _h2 = start(&bin, app.path(), &db);
+    let _h2 = SluiceRun::start(&bin, app.path(), &["--database-url", &db], &[]).await;
     let t0 = Instant::now();
     loop {
         let (acked, dead, pending, _) = counts(&db).await;

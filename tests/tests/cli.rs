@@ -1,0 +1,131 @@
+//! The `sluice` binary's client side against a real `sluice run`: `call`, `tell` and `status`
+//! print what the host answered and exit 0; a typed error is printed as the host's JSON with
+//! exit code 1 and no stack trace; `RUST_LOG` decides what the host logs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sluice_tests::{SluiceRun, rust_guest, sluice_binary};
+
+fn app(dir: &Path) {
+    std::fs::copy(rust_guest("echo"), dir.join("echo.wasm")).unwrap();
+    std::fs::write(
+        dir.join("app-config.toml"),
+        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
+    )
+    .unwrap();
+}
+
+/// Runs `sluice ARGS…` to completion. RUST_BACKTRACE is set, as many Rust developers have it:
+/// a failed command must still print only its error.
+fn sluice(bin: &Path, args: &[&str]) -> Output {
+    Command::new(bin)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("running sluice")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_tell_and_status_print_the_hosts_answer_and_errors_exit_1_without_a_stack_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    app(dir.path());
+    let bin = sluice_binary("sluice-cli-client");
+    let run = SluiceRun::start(&bin, dir.path(), &[], &[]).await;
+    let host = run.ingress.as_str();
+
+    let out = sluice(
+        &bin,
+        &[
+            "call",
+            "Echo/1",
+            "echo",
+            r#"{"hello":"cli"}"#,
+            "--host",
+            host,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "{\"hello\":\"cli\"}\n");
+
+    for item in ["first", "second"] {
+        let out = sluice(&bin, &["tell", "Echo/1", "record", item, "--host", host]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    // Tells to one actor run in order, before a later ask to it.
+    let out = sluice(&bin, &["call", "Echo/1", "recorded", "--host", host]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recorded: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(recorded["items"], serde_json::json!(["first", "second"]));
+
+    let out = sluice(&bin, &["status", "--host", &run.admin]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let echo = status["actor_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["actor_type"] == "Echo")
+        .unwrap_or_else(|| panic!("no Echo in {status}"));
+    assert_eq!(echo["active"], 1, "{status}");
+
+    // A typed error: the host's JSON and the HTTP status, exit code 1, nothing else.
+    let out = sluice(&bin, &["call", "Nope/1", "echo", "--host", host]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("NOT_FOUND: no such actor type"), "{stderr}");
+    assert!(stderr.contains("HTTP 404"), "{stderr}");
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+    assert!(stderr.lines().count() <= 2, "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    // No host there: exit 1 with the reason, not a panic or a stack trace.
+    let out = sluice(
+        &bin,
+        &["call", "Echo/1", "echo", "--host", "http://127.0.0.1:9"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_log_decides_what_the_host_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    app(dir.path());
+    let bin = sluice_binary("sluice-cli-rust-log");
+    // The default (info) logs each module deployed.
+    let info = SluiceRun::start(&bin, dir.path(), &[], &[("RUST_LOG", "info")]).await;
+    let deployed = "module deployed";
+    sluice_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "the deploy log line",
+        || info.stderr_has(deployed),
+    )
+    .await;
+    // Plain text into a pipe: no terminal colour codes.
+    let lines = info.stderr_lines();
+    assert!(!lines.iter().any(|l| l.contains('\u{1b}')), "{lines:?}");
+    drop(info);
+    // `warn` keeps it quiet: the host is up (it printed where it listens) and logged nothing
+    // below warn.
+    let quiet = SluiceRun::start(&bin, dir.path(), &[], &[("RUST_LOG", "warn")]).await;
+    let out = sluice(
+        &bin,
+        &["call", "Echo/1", "echo", "x", "--host", &quiet.ingress],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = quiet.stderr_lines();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("INFO") || l.contains(deployed)),
+        "{lines:?}"
+    );
+}
