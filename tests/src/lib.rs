@@ -38,6 +38,18 @@ pub fn rust_guest(name: &str) -> PathBuf {
     p
 }
 
+/// A temporary app folder for `sluice run`: each named Rust test guest copied in as
+/// `<name>.wasm`, and `config` as its `app-config.toml`.
+pub fn rust_app(guests: &[&str], config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary app folder");
+    for name in guests {
+        std::fs::copy(rust_guest(name), dir.path().join(format!("{name}.wasm")))
+            .expect("copying a guest into the app folder");
+    }
+    std::fs::write(dir.path().join("app-config.toml"), config).expect("writing app-config.toml");
+    dir
+}
+
 /// The `sluice` binary (debug), built once per test binary and copied to a private path named
 /// `name`, so a concurrent build elsewhere in the shared target dir cannot swap it mid-test.
 pub fn sluice_binary(name: &str) -> PathBuf {

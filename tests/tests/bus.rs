@@ -13,7 +13,8 @@ use sluice_runtime::{
     Subscription, SubscriptionStats,
 };
 use sluice_tests::{
-    Lang, json, per_language, poly_host, recorded_items as items_of, rust_guest, test_config,
+    Lang, json, per_language, poly_host, recorded_items as items_of, rust_app, rust_guest,
+    test_config,
 };
 
 const T: Duration = Duration::from_secs(60);
@@ -502,10 +503,8 @@ async fn full_mailbox_delays_deliveries_and_drops_are_counted() {
 /// `[bus]` in `app-config.toml` configures the host `sluice run` starts (via `from_app_dir`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_config_bus_table_declares_subscriptions_and_limits() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(rust_guest("echo"), dir.path().join("echo.wasm")).unwrap();
-    std::fs::write(
-        dir.path().join("app-config.toml"),
+    let dir = rust_app(
+        &["echo"],
         r#"
         [[supervisor.children]]
         name = "echo"
@@ -521,8 +520,7 @@ async fn app_config_bus_table_declares_subscriptions_and_limits() {
         key = "audit"
         topic = "evt.*.created"
         "#,
-    )
-    .unwrap();
+    );
     let (host, app) = Host::from_app_dir(dir.path(), |c| {
         c.cache_dir = test_config().cache_dir;
     })

@@ -6,16 +6,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use sluice_tests::{SluiceRun, rust_guest, sluice_binary};
+use sluice_tests::{SluiceRun, rust_app, sluice_binary};
 
-fn app(dir: &Path) {
-    std::fs::copy(rust_guest("echo"), dir.join("echo.wasm")).unwrap();
-    std::fs::write(
-        dir.join("app-config.toml"),
-        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
-    )
-    .unwrap();
-}
+const APP: &str =
+    "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n";
 
 /// Runs `sluice ARGS…` to completion. RUST_BACKTRACE is set, as many Rust developers have it:
 /// a failed command must still print only its error.
@@ -33,8 +27,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_tell_and_status_print_the_hosts_answer_and_errors_exit_1_without_a_stack_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    app(dir.path());
+    let dir = rust_app(&["echo"], APP);
     let bin = sluice_binary("sluice-cli-client");
     let run = SluiceRun::start(&bin, dir.path(), &[], &[]).await;
     let host = run.ingress.as_str();
@@ -97,8 +90,7 @@ async fn call_tell_and_status_print_the_hosts_answer_and_errors_exit_1_without_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_log_decides_what_the_host_logs() {
-    let dir = tempfile::tempdir().unwrap();
-    app(dir.path());
+    let dir = rust_app(&["echo"], APP);
     let bin = sluice_binary("sluice-cli-rust-log");
     // The default (info) logs each module deployed.
     let info = SluiceRun::start(&bin, dir.path(), &[], &[("RUST_LOG", "info")]).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sluice_runtime::{ChildSpec, Host};
 use sluice_tests::{
-    SluiceRun, host_with, json, root, rust_guest, sluice_binary, test_config, wait_until,
+    SluiceRun, host_with, json, root, rust_app, sluice_binary, test_config, wait_until,
 };
 
 async fn probe(host: &Host, id: &str, msg_type: &str, arg: &str) -> Value {
@@ -133,10 +133,8 @@ async fn granted_env_and_directories_are_all_a_guest_sees_and_directories_are_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_type_granted_stdio_reaches_the_hosts_stdout_and_stderr() {
-    let app = tempfile::tempdir().unwrap();
-    std::fs::copy(rust_guest("probe"), app.path().join("probe.wasm")).unwrap();
-    std::fs::write(
-        app.path().join("app-config.toml"),
+    let app = rust_app(
+        &["probe"],
         r#"
 [[supervisor.children]]
 name = "quiet"
@@ -150,8 +148,7 @@ module = "probe.wasm"
 [supervisor.children.wasi]
 stdio = true
 "#,
-    )
-    .unwrap();
+    );
     let run = SluiceRun::start(&sluice_binary("sluice-isolation"), app.path(), &[], &[]).await;
     let http = reqwest::Client::new();
     let quiet = format!("quiet-marker-{}", std::process::id());

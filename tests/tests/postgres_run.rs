@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_tests::{SluiceRun, rust_guest, sluice_binary};
+use sluice_tests::{SluiceRun, rust_app, sluice_binary};
 use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
@@ -69,11 +69,8 @@ async fn sluice_run_on_postgres_relays_and_survives_sigkill() {
     let Some(db) = fresh_database().await else {
         return;
     };
-    let app = tempfile::tempdir().unwrap();
-    std::fs::copy(rust_guest("echo"), app.path().join("echo.wasm")).unwrap();
-    std::fs::copy(rust_guest("slow"), app.path().join("slow.wasm")).unwrap();
-    std::fs::write(
-        app.path().join("app-config.toml"),
+    let app = rust_app(
+        &["echo", "slow"],
         r#"
 [[supervisor.children]]
 name = "echo"
@@ -90,8 +87,7 @@ mailbox_capacity = 1
 relay_interval_ms = 5
 lease_ms = 2000       # a claim held by the killed host is visible again after 2 s
 "#,
-    )
-    .unwrap();
+    );
     let bin = sluice_binary("sluice-postgres-run");
 
     // Host 1: a guest dispatches 12 slow jobs (150 ms each) to one receiver with a one-slot

@@ -92,15 +92,10 @@ pub async fn instantiate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result
 /// one `handle` call — keeping them all alive (so each lands in a fresh pool slot and pays
 /// its first-touch page faults), for the activation benchmark's like-for-like baseline.
 pub async fn activate_n(host: &Host, wasm: &[u8], n: usize) -> anyhow::Result<Duration> {
-    let pre = prepare(host, wasm)?;
-    let mut keep = Vec::with_capacity(n);
-    let t0 = std::time::Instant::now();
-    for _ in 0..n {
-        let mut raw = RawInstance::start(host, &pre).await?;
-        std::hint::black_box(raw.call("echo", b"").await?);
-        keep.push(raw);
-    }
-    Ok(t0.elapsed())
+    let times = RawComponent::new(host, wasm)?
+        .activate_batch(host, n)
+        .await?;
+    Ok(times.iter().sum())
 }
 
 /// Where an activation's time goes, per phase, averaged over `n` activations whose instances
