@@ -50,25 +50,34 @@ pub fn rust_app(guests: &[&str], config: &str) -> tempfile::TempDir {
     dir
 }
 
-/// The `sluice` binary (debug), built once per test binary and copied to a private path named
-/// `name`, so a concurrent build elsewhere in the shared target dir cannot swap it mid-test.
+/// The `sluice` binary (debug), built and copied to a private path named `name` once per test
+/// binary, so a concurrent build elsewhere in the shared target dir cannot swap it mid-test.
+/// Tests running in parallel share the copy: copying again over a binary another test is
+/// running fails with "Text file busy".
 pub fn sluice_binary(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
-            .current_dir(root())
-            .status()
-            .expect("running cargo build -p sluice-cli");
-        assert!(status.success(), "building the sluice binary failed");
-    });
+    static COPIES: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut copies = COPIES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = copies.iter().find(|(n, _)| n == name) {
+        return path.clone();
+    }
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
+        .current_dir(root())
+        .status()
+        .expect("running cargo build -p sluice-cli");
+    assert!(status.success(), "building the sluice binary failed");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
     let tmp = target.join("tmp");
     std::fs::create_dir_all(&tmp).expect("creating target/tmp");
+    // Written beside and renamed into place: a process still running an earlier copy (a
+    // previous run of this test binary) keeps its own file.
     let private = tmp.join(name);
-    std::fs::copy(target.join("debug/sluice"), &private).expect("copying the sluice binary");
+    let staged = tmp.join(format!("{name}.{}", std::process::id()));
+    std::fs::copy(target.join("debug/sluice"), &staged).expect("copying the sluice binary");
+    std::fs::rename(&staged, &private).expect("moving the sluice binary into place");
+    copies.push((name.to_string(), private.clone()));
     private
 }
 
