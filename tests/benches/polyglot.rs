@@ -1,6 +1,7 @@
 //! Per-language guest benchmarks on the real host, with the Rust guest measured in the same run
 //! as the anchor: component size, build time, cold compile, cached load, activation
-//! (instantiate + init + first turn), turn throughput (tells), ask p50/p99, RSS per idle actor.
+//! (instantiate + init + first turn) into a fresh pool slot and into a reused one, turn
+//! throughput (tells), ask p50/p99, RSS per idle actor.
 //!
 //! `cargo bench -p sluice-tests --bench polyglot [-- --quick] [-- go python ...]`
 
@@ -48,9 +49,9 @@ async fn bench() -> anyhow::Result<()> {
     let n: usize = if quick { 5_000 } else { 50_000 };
     let k: usize = if quick { 20 } else { 100 };
     println!(
-        "| guest | size | build | cold compile | cached load | activation | tell throughput | ask p50 / p99 | RSS per idle actor |"
+        "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput | ask p50 / p99 | RSS per idle actor |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for lang in langs {
         // Build time: a fresh build into a scratch file (the cache is not consulted).
         let build_time = if lang == Lang::Rust {
@@ -135,13 +136,15 @@ async fn bench() -> anyhow::Result<()> {
         let act = t.elapsed().saturating_sub(warm) / k as u32;
         let rss = rss_kib().saturating_sub(rss0) as f64 / k as f64;
         host.shutdown();
+        let reused = reused_slot_activation(&bytes, if quick { 10 } else { 30 }).await?;
         println!(
-            "| {lang:?} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
+            "| {lang:?} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
             bytes.len() as f64 / 1e6,
             build_time.map_or("—".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
             cold.as_secs_f64() * 1e3,
             cached.as_secs_f64() * 1e3,
             act.as_secs_f64() * 1e6,
+            reused.as_secs_f64() * 1e6,
             rate,
             pct(&mut lat, 0.5).as_secs_f64() * 1e6,
             pct(&mut lat, 0.99).as_secs_f64() * 1e6,
@@ -149,4 +152,43 @@ async fn bench() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Activation in a host's steady state below its cap: `rounds` batches of 32 new keys, each
+/// batch left idle until deactivated so the next one reuses its pool slots. The median of
+/// the timed asks (the first batch only warms the slots) less the median ask to a live actor.
+async fn reused_slot_activation(bytes: &[u8], rounds: usize) -> anyhow::Result<Duration> {
+    let host = Host::new(HostConfig {
+        max_activations: 64,
+        idle_deactivate_ms: 20,
+        ..test_config()
+    })?;
+    host.deploy(ChildSpec::new("Echo", "echo.wasm"), bytes.to_vec())
+        .await?;
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for round in 0..=rounds {
+        for i in 0..32 {
+            let t = Instant::now();
+            host.ask(&format!("Echo/r{round}k{i}"), "echo", "", T)
+                .await
+                .unwrap();
+            if round > 0 {
+                cold.push(t.elapsed());
+            }
+        }
+        // The batch's last actor is live until it goes idle: asks to it are the call cost.
+        for _ in 0..32 {
+            let t = Instant::now();
+            host.ask(&format!("Echo/r{round}k31"), "echo", "", T)
+                .await
+                .unwrap();
+            warm.push(t.elapsed());
+        }
+        sluice_tests::wait_until(Duration::from_secs(30), "idle actors deactivated", || {
+            host.status().iter().all(|s| s.active == 0)
+        })
+        .await;
+    }
+    host.shutdown();
+    Ok(pct(&mut cold, 0.5).saturating_sub(pct(&mut warm, 0.5)))
 }
