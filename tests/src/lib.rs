@@ -185,7 +185,8 @@ fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<S
     lines
 }
 
-/// A host configuration for tests: small pool, shared compile cache, short idle timeout.
+/// A host configuration for tests: small pool, shared compile cache (idle actors stay for the
+/// default 300 s; `lifecycle.rs` sets its own timeout).
 pub fn test_config() -> HostConfig {
     HostConfig {
         max_activations: 64,
@@ -448,4 +449,26 @@ macro_rules! per_language {
             async fn typescript() { super::$body(Lang::TypeScript).await }
         }
     )*};
+}
+
+/// Installs this process's Prometheus recorder (the one `sluice run` uses). Call it before
+/// building a host whose metrics a test reads: handles registered earlier record nothing.
+pub fn install_metrics() {
+    sluice_cli::metrics_export::handle();
+}
+
+/// The value of the Prometheus sample `name` whose labels include every `k="v"` of
+/// `labels`, or 0 when there is none. Metrics are per process and tests of one binary run in
+/// parallel, so a test reads only labels (actor types) no other test uses.
+pub fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = sluice_cli::metrics_export::handle().render();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .find_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .unwrap_or(0.0)
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_runtime::{ChildSpec, ErrorCode, MailboxStrategy, TellReceipt};
-use sluice_tests::{host_with, json, test_config, wait_until};
+use sluice_tests::{host_with, install_metrics, json, metric, test_config, wait_until};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -108,78 +108,140 @@ async fn the_hint_covers_a_long_first_turn() {
     assert_eq!(host.inflight_turns(), 1, "still inside the first turn");
 }
 
+/// `sluice_mailbox_dropped_total` for actor type `ty` and `strategy`.
+fn dropped(ty: &str, strategy: &str) -> f64 {
+    metric(
+        "sluice_mailbox_dropped_total",
+        &[("actor_type", ty), ("strategy", strategy)],
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_oldest_displaces_the_oldest_and_reports_it() {
+    install_metrics();
+    // Type names of this test only: the counters are per process.
     let host = host_with(
         test_config(),
-        vec![
-            (
-                ChildSpec::new("Slow", "slow.wasm").mailbox(2, MailboxStrategy::DropOldest),
-                "slow",
-            ),
-            (
-                ChildSpec::new("Echo", "echo.wasm").mailbox(2, MailboxStrategy::DropOldest),
-                "echo",
-            ),
-        ],
+        vec![(
+            ChildSpec::new("SlowDO", "slow.wasm").mailbox(2, MailboxStrategy::DropOldest),
+            "slow",
+        )],
     )
     .await;
-    // Hold Slow/1 in a long turn, then overfill its two-slot mailbox.
-    host.tell("Slow/1", "sleep", "1500").unwrap();
+    // Hold SlowDO/1 in a long turn, then overfill its two-slot mailbox.
+    host.tell("SlowDO/1", "sleep", "1500").unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     let receipts: Vec<TellReceipt> = (0..6)
-        .map(|i| host.tell("Slow/1", "sleep", i.to_string()).unwrap())
+        .map(|i| host.tell("SlowDO/1", "sleep", i.to_string()).unwrap())
         .collect();
-    let displaced = receipts
-        .iter()
-        .filter(|r| **r == TellReceipt::DisplacedOldest)
-        .count();
-    assert!(displaced >= 3, "{receipts:?}");
-    assert!(receipts.iter().all(|r| *r != TellReceipt::DroppedNewest));
+    use TellReceipt::{DisplacedOldest as D, Queued as Q};
+    assert_eq!(receipts, [Q, Q, D, D, D, D]);
+    assert_eq!(dropped("SlowDO", "drop_oldest"), 4.0);
     // An ask that gets displaced learns it rather than hanging.
-    let ask = host.ask("Slow/1", "sleep", "0", T);
+    let ask = host.ask("SlowDO/1", "sleep", "0", T);
     tokio::pin!(ask);
-    // Poll the ask once so its message is queued, then push it out with three more tells.
+    // Poll the ask once so its message is queued (displacing one), then push it out.
     tokio::select! {
         biased;
         r = &mut ask => panic!("ask finished early: {r:?}"),
         _ = std::future::ready(()) => {}
     }
     for i in 0..3 {
-        host.tell("Slow/1", "sleep", i.to_string()).unwrap();
+        assert_eq!(host.tell("SlowDO/1", "sleep", i.to_string()).unwrap(), D);
     }
     let e = ask.await.unwrap_err();
     assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
     assert!(e.to_string().contains("drop_oldest"), "{e}");
+    // Every displaced message counted once: 4 tells, the ask's own arrival, 3 more tells.
+    assert_eq!(dropped("SlowDO", "drop_oldest"), 8.0);
+    assert_eq!(dropped("SlowDO", "drop_newest"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_newest_discards_the_incoming_message_and_says_so() {
+    install_metrics();
     let host = host_with(
         test_config(),
         vec![(
-            ChildSpec::new("Slow", "slow.wasm").mailbox(2, MailboxStrategy::DropNewest),
+            ChildSpec::new("SlowDN", "slow.wasm").mailbox(2, MailboxStrategy::DropNewest),
             "slow",
         )],
     )
     .await;
-    host.tell("Slow/1", "sleep", "1500").unwrap();
+    host.tell("SlowDN/1", "sleep", "1500").unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     let receipts: Vec<TellReceipt> = (0..6)
-        .map(|_| host.tell("Slow/1", "sleep", "1").unwrap())
+        .map(|_| host.tell("SlowDN/1", "sleep", "1").unwrap())
         .collect();
-    let dropped = receipts
-        .iter()
-        .filter(|r| **r == TellReceipt::DroppedNewest)
-        .count();
-    let queued = receipts
-        .iter()
-        .filter(|r| **r == TellReceipt::Queued)
-        .count();
-    assert!((3..=4).contains(&dropped), "{receipts:?}");
-    assert_eq!(dropped + queued, 6);
-    let e = host.ask("Slow/1", "sleep", "1", T).await.unwrap_err();
+    use TellReceipt::{DroppedNewest as N, Queued as Q};
+    assert_eq!(receipts, [Q, Q, N, N, N, N]);
+    let e = host.ask("SlowDN/1", "sleep", "1", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
     assert!(e.to_string().contains("drop_newest"), "{e}");
+    assert_eq!(dropped("SlowDN", "drop_newest"), 5.0);
+    assert_eq!(dropped("SlowDN", "drop_oldest"), 0.0);
+}
+
+/// A guest telling into a full `drop_*` mailbox gets the receipt for every message, and the
+/// mailbox keeps the messages the strategy says it keeps.
+async fn guest_sees_drops(strategy: MailboxStrategy, ty: &str, label: &str) -> Vec<String> {
+    install_metrics();
+    let host = host_with(
+        test_config(),
+        vec![
+            (ChildSpec::new(ty, "echo.wasm").mailbox(2, strategy), "echo"),
+            (ChildSpec::new("Gate", "slow.wasm"), "slow"),
+            (ChildSpec::new("Flood", "flood.wasm"), "flood"),
+        ],
+    )
+    .await;
+    // The echo actor's turn waits on an ask to a slow actor, so its mailbox fills.
+    let target = format!("{ty}/1");
+    let req = json!({"to": "Gate/1", "msg_type": "sleep", "payload": "800", "timeout_ms": 10_000});
+    host.tell(&target, "ask", req.to_string()).unwrap();
+    wait_until(T, "the echo turn and the gate's turn to start", || {
+        host.inflight_turns() == 2
+    })
+    .await;
+    let r = host
+        .ask(
+            "Flood/1",
+            "flood",
+            json!({"to": target, "msg_type": "record", "count": 10}).to_string(),
+            T,
+        )
+        .await
+        .unwrap();
+    let r = json(&r);
+    let (displaced, dropped_n) = match strategy {
+        MailboxStrategy::DropOldest => (8, 0),
+        _ => (0, 8),
+    };
+    assert_eq!(
+        r,
+        json!({"queued": 2, "displaced": displaced, "dropped": dropped_n, "refused": 0,
+            "first_error": null, "first_error_type": null}),
+    );
+    assert_eq!(dropped(ty, label), 8.0);
+    // Ask for the record only once the two kept messages are handled (an ask into the full
+    // mailbox would itself displace or be dropped).
+    wait_until(T, "the kept messages to be handled", || {
+        host.inflight_turns() == 0 && host.status().iter().all(|s| s.queued == 0)
+    })
+    .await;
+    sluice_tests::recorded_by(&host, &target).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_telling_into_drop_oldest_gets_displaced_receipts_and_the_newest_are_kept() {
+    let kept = guest_sees_drops(MailboxStrategy::DropOldest, "EchoDO", "drop_oldest").await;
+    assert_eq!(kept, ["8", "9"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_telling_into_drop_newest_gets_dropped_receipts_and_the_oldest_are_kept() {
+    let kept = guest_sees_drops(MailboxStrategy::DropNewest, "EchoDN", "drop_newest").await;
+    assert_eq!(kept, ["0", "1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
