@@ -200,90 +200,97 @@ async fn admin_api_refuses_a_wrong_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_replaces_a_module_while_messages_are_in_flight_and_loses_none() {
+    // `Relay` is redeployed; each of its turns forwards one item to `Tally`, which is not,
+    // so Tally's record is the count of every message Relay handled on either version.
+    let big = |ty: &str| ChildSpec::new(ty, "echo.wasm").mailbox(100_000, MailboxStrategy::Error);
     let host = host_with(
         test_config(),
-        vec![(
-            ChildSpec::new("Echo", "echo.wasm").mailbox(100_000, MailboxStrategy::Error),
-            "echo",
-        )],
+        vec![
+            (big("Relay"), "echo"),
+            (big("Tally"), "echo"),
+            (ChildSpec::new("Gate", "slow.wasm"), "slow"),
+        ],
     )
     .await;
     let admin = format!(
         "http://{}",
         serve(sluice_cli::admin::router(host.clone(), None)).await
     );
-    // Write an app folder whose module is the same echo component with a new init config,
-    // so the new version is observable through `init_config`.
-    let dir = tempdir();
-    std::fs::copy(rust_guest("echo"), dir.join("echo.wasm")).unwrap();
+    // The new version: the same component with a new init config, observable through
+    // `init_config`.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(rust_guest("echo"), dir.path().join("echo.wasm")).unwrap();
     std::fs::write(
-        dir.join("app-config.toml"),
-        "[[supervisor.children]]\nname='echo'\nactor_type='Echo'\nmodule='echo.wasm'\nmailbox_capacity=100000\ninit={version='2'}\n",
+        dir.path().join("app-config.toml"),
+        "[[supervisor.children]]\nname='relay'\nactor_type='Relay'\nmodule='echo.wasm'\nmailbox_capacity=100000\ninit={version='2'}\n",
     )
     .unwrap();
+    let t = Duration::from_secs(30);
     assert_eq!(
-        host.ask("Echo/k", "init_config", "", Duration::from_secs(10))
-            .await
-            .unwrap(),
+        host.ask("Relay/k", "init_config", "", t).await.unwrap(),
         b"{}"
     );
-    // Keep telling while the deploy happens.
+
+    // A turn in progress across the deploy: Relay/k asks Gate/1, which sleeps 3 s.
+    let h = host.clone();
+    let held = tokio::spawn(async move {
+        let req =
+            json!({"to": "Gate/1", "msg_type": "sleep", "payload": "3000", "timeout_ms": 20_000});
+        h.ask("Relay/k", "ask", req.to_string(), t).await
+    });
+    wait_until(t, "Relay's turn and Gate's turn to start", || {
+        host.inflight_turns() == 2
+    })
+    .await;
+    // Messages queued behind it while the deploy happens.
     let h = host.clone();
     let sender = tokio::spawn(async move {
         for i in 0..3000 {
-            h.tell("Echo/k", "record", i.to_string()).unwrap();
+            let req = json!({"to": "Tally/t", "msg_type": "record", "payload": i.to_string()});
+            h.tell("Relay/k", "tell", req.to_string()).unwrap();
             if i % 100 == 0 {
                 tokio::task::yield_now().await;
             }
         }
     });
-    sluice_cli::client::deploy(&admin, &dir, None, |_| {})
-        .await
+    // Through the real `sluice deploy` against the admin API.
+    let out = std::process::Command::new(sluice_tests::sluice_binary("sluice-deploy"))
+        .arg("deploy")
+        .arg(dir.path())
+        .args(["--host", &admin])
+        .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deployed"));
     sender.await.unwrap();
-    assert_eq!(host.status()[0].version, 2);
+    assert!(
+        !held.is_finished(),
+        "the deploy and all 3000 tells must land during the 3 s turn"
+    );
     assert_eq!(
-        host.ask("Echo/k", "init_config", "", Duration::from_secs(10))
-            .await
-            .unwrap(),
+        host.status()
+            .iter()
+            .find(|s| s.actor_type == "Relay")
+            .unwrap()
+            .version,
+        2
+    );
+    // The turn in progress finished on the old code, undisturbed.
+    let r = sluice_tests::json(&held.await.unwrap().unwrap());
+    assert_eq!(r, json!({"ok": true, "reply": "3000"}));
+    // Everything queued behind it ran on the new code (the switch happens between turns) …
+    assert_eq!(
+        host.ask("Relay/k", "init_config", "", t).await.unwrap(),
         br#"{"version":"2"}"#
     );
-    // The new instance started empty; old + new instance together saw every message once.
-    // We count on the new instance: everything queued after the switch plus the old one's.
-    let r = sluice_tests::json(
-        &host
-            .ask("Echo/k", "recorded", "", Duration::from_secs(10))
-            .await
-            .unwrap(),
-    );
-    let new_items: Vec<u64> = r["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().parse().unwrap())
-        .collect();
-    // Messages handled by the new code form a contiguous tail ending at 2999: none lost.
-    assert_eq!(*new_items.last().unwrap(), 2999);
-    let first = new_items[0];
-    assert_eq!(new_items, (first..3000).collect::<Vec<_>>());
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-test-{}", uuid_like()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn uuid_like() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    format!(
-        "{}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
+    // … and every message arrived exactly once, in order: Tally's record asks queue behind
+    // the 3000 forwarded items, which were all told before `init_config` was answered.
+    let items = sluice_tests::recorded_by(&host, "Tally/t").await;
+    assert_eq!(items, (0..3000).map(|i| i.to_string()).collect::<Vec<_>>());
 }
 
 /// `[ingress.tokens]`: a token runs its calls as its own principal and cannot claim another;
