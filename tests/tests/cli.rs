@@ -121,3 +121,78 @@ async fn rust_log_decides_what_the_host_logs() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn run_refuses_an_admin_api_off_loopback_without_a_token() {
+    let dir = rust_app(&["echo"], APP);
+    let bin = sluice_binary("sluice-cli-admin");
+    let out = Command::new(&bin)
+        .arg("run")
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .output()
+        .expect("running sluice run");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "error: the admin API on 0.0.0.0:0 is not loopback: set --admin-token (or SLUICE_ADMIN_TOKEN)"
+    );
+    assert!(!text(&out.stdout).contains(" on "), "{}", text(&out.stdout));
+}
+
+/// The version of `ty` that `sluice status` reports with `token`.
+fn version(bin: &Path, admin: &str, token: &str, ty: &str) -> Value {
+    let out = sluice(bin, &["status", "--host", admin, "--token", token]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    status["actor_types"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["actor_type"] == ty))
+        .unwrap_or_else(|| panic!("no {ty} in {status}"))["version"]
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_token_guards_status_and_deploy_through_the_binary() {
+    let dir = rust_app(&["echo"], APP);
+    let bin = sluice_binary("sluice-cli-admin");
+    let run = SluiceRun::start(&bin, dir.path(), &["--admin-token", "s3cret"], &[]).await;
+    let admin = run.admin.as_str();
+    assert_eq!(version(&bin, admin, "s3cret", "Echo"), 1);
+    let refused = "UNAUTHENTICATED: missing or wrong bearer token";
+    for args in [
+        vec!["status", "--host", admin],
+        vec!["status", "--host", admin, "--token", "wrong"],
+        vec!["deploy", dir.path().to_str().unwrap(), "--host", admin],
+        vec![
+            "deploy",
+            dir.path().to_str().unwrap(),
+            "--host",
+            admin,
+            "--token",
+            "wrong",
+        ],
+    ] {
+        let out = Command::new(&bin)
+            .args(&args)
+            .env_remove("SLUICE_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(refused),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Nothing was deployed by the refused attempts; the right token deploys.
+    assert_eq!(version(&bin, admin, "s3cret", "Echo"), 1);
+    let out = Command::new(&bin)
+        .args(["deploy", dir.path().to_str().unwrap(), "--host", admin])
+        .env("SLUICE_ADMIN_TOKEN", "s3cret")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(version(&bin, admin, "s3cret", "Echo"), 2);
+}
