@@ -620,8 +620,12 @@ fn stop(cell: &ActorCell) {
 
 /// Records a crash; false when the restart intensity (N in T) is exceeded.
 fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion) -> bool {
-    let now = Instant::now();
     let window = Duration::from_millis(module.spec.restart_window_ms);
+    record_crash(crashes, module.spec.max_restarts, window, Instant::now())
+}
+
+/// Records a crash at `now`; false when more than `max` crashes fall within `window`.
+fn record_crash(crashes: &mut VecDeque<Instant>, max: u32, window: Duration, now: Instant) -> bool {
     while crashes
         .front()
         .is_some_and(|t| now.duration_since(*t) > window)
@@ -629,7 +633,7 @@ fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion) -> bool 
         crashes.pop_front();
     }
     crashes.push_back(now);
-    crashes.len() <= module.spec.max_restarts as usize
+    crashes.len() <= max as usize
 }
 
 async fn activate(
@@ -756,4 +760,26 @@ fn classify(
     }
     let first = text.lines().next().unwrap_or("trap").to_string();
     ActorError::internal(format!("actor {id} trapped during {phase}: {first}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_intensity_counts_only_crashes_within_the_window() {
+        let (t0, w) = (Instant::now(), Duration::from_secs(10));
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut c = VecDeque::new();
+        // 3 restarts in 10 s are allowed; a 4th crash within the window is not.
+        assert!(record_crash(&mut c, 3, w, at(0)));
+        assert!(record_crash(&mut c, 3, w, at(1)));
+        assert!(record_crash(&mut c, 3, w, at(2)));
+        assert!(!record_crash(&mut c.clone(), 3, w, at(3)));
+        // At 11 s the crash at 0 s is more than 10 s old and no longer counts; 1, 2 and 11 do.
+        assert!(record_crash(&mut c, 3, w, at(11)));
+        assert_eq!(c, [at(1), at(2), at(11)]);
+        // Without restarts allowed, the first crash stops the actor.
+        assert!(!record_crash(&mut VecDeque::new(), 0, w, at(0)));
+    }
 }
