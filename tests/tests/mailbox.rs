@@ -292,3 +292,41 @@ async fn turns_of_one_actor_never_overlap_under_concurrent_senders() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redeploy_with_new_mailbox_bounds_applies_to_live_actors_and_drops_nothing() {
+    let spec = |cap, strategy| ChildSpec::new("SlowRe", "slow.wasm").mailbox(cap, strategy);
+    let host = host_with(
+        test_config(),
+        vec![(spec(2, MailboxStrategy::Error), "slow")],
+    )
+    .await;
+    host.tell("SlowRe/1", "sleep", "1500").unwrap();
+    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    let tell = || host.tell("SlowRe/1", "sleep", "1");
+    assert_eq!(tell().unwrap(), TellReceipt::Queued);
+    assert_eq!(tell().unwrap(), TellReceipt::Queued);
+    assert_eq!(tell().unwrap_err().code, ErrorCode::ResourceExhausted);
+    // Grow the live actor's mailbox while its turn runs.
+    let slow = std::fs::read(sluice_tests::rust_guest("slow")).unwrap();
+    let v = host
+        .deploy(spec(5, MailboxStrategy::Error), slow.clone())
+        .await
+        .unwrap();
+    assert_eq!(v, 2);
+    for _ in 0..3 {
+        assert_eq!(tell().unwrap(), TellReceipt::Queued);
+    }
+    assert_eq!(tell().unwrap_err().code, ErrorCode::ResourceExhausted);
+    // Shrink it: the five queued stay, new ones meet the new strategy.
+    host.deploy(spec(1, MailboxStrategy::DropNewest), slow)
+        .await
+        .unwrap();
+    assert_eq!(tell().unwrap(), TellReceipt::DroppedNewest);
+    assert_eq!(host.status()[0].queued, 5);
+    assert_eq!(
+        host.inflight_turns(),
+        1,
+        "all of this happened during the first turn"
+    );
+}

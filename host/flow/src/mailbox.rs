@@ -93,6 +93,14 @@ impl<T> Mailbox<T> {
         self.strategy
     }
 
+    /// New bounds (a redeploy with other mailbox settings). Nothing queued is dropped: a
+    /// mailbox already holding more than `capacity` keeps it all, and offers meet the new
+    /// strategy until turns bring it under the bound.
+    pub fn set_limits(&mut self, capacity: usize, strategy: MailboxStrategy) {
+        self.capacity = capacity.max(1);
+        self.strategy = strategy;
+    }
+
     /// Messages queued, control ones included.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -252,5 +260,25 @@ mod tests {
         assert_eq!(m, 800);
         m = ewma_micros(m, 0);
         assert_eq!(m, 700);
+    }
+
+    #[test]
+    fn new_limits_apply_to_later_offers_and_drop_nothing_queued() {
+        let mut m = Mailbox::new(4, MailboxStrategy::Error);
+        for i in 0..4 {
+            assert_eq!(m.offer(i), Offer::Queued);
+        }
+        m.set_limits(2, MailboxStrategy::DropNewest);
+        assert_eq!(m.len(), 4, "shrinking keeps what is queued");
+        assert_eq!(m.offer(9), Offer::DroppedNewest(9));
+        assert_eq!(m.pop(), Some(0));
+        assert_eq!(m.pop(), Some(1));
+        assert_eq!(m.pop(), Some(2));
+        assert_eq!(m.offer(5), Offer::Queued);
+        assert_eq!(m.offer(6), Offer::DroppedNewest(6));
+        m.set_limits(3, MailboxStrategy::DropOldest);
+        assert_eq!(m.offer(7), Offer::Queued);
+        assert_eq!(m.offer(8), Offer::DisplacedOldest(3));
+        assert_eq!(m.capacity(), 3);
     }
 }

@@ -478,10 +478,13 @@ impl HostInner {
         ty.max_activations
             .store(spec.max_activations.unwrap_or(0), Ordering::Relaxed);
         self.admission.note_type_cap(cap);
-        // A stopped actor gets a fresh start with new code.
-        ty.cells
-            .lock()
-            .retain(|_, c| c.inbox.lock().state != actor::InboxState::Stopped);
+        // A stopped actor gets a fresh start with new code; live ones take the new mailbox
+        // bounds now rather than at their next activation (nothing queued is dropped).
+        ty.cells.lock().retain(|_, c| {
+            let mut inbox = c.inbox.lock();
+            inbox.mb.set_limits(spec.mailbox_capacity, strategy);
+            inbox.state != actor::InboxState::Stopped
+        });
         for key in spec.eager_keys() {
             let id = ActorId::new(&name, &key).map_err(|e| LoadError::Config(e.to_string()))?;
             self.cell(&ty, &id, true);
