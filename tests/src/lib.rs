@@ -457,9 +457,9 @@ pub fn install_metrics() {
     sluice_cli::metrics_export::handle();
 }
 
-/// The value of the Prometheus sample `name` whose labels include every `k="v"` of
-/// `labels`, or 0 when there is none. Metrics are per process and tests of one binary run in
-/// parallel, so a test reads only labels (actor types) no other test uses.
+/// The sum of the Prometheus samples `name` whose labels include every `k="v"` of `labels`
+/// (0 when there is none). Metrics are per process and tests of one binary run in parallel,
+/// so a test reads only labels (actor types) no other test uses, or only lower bounds.
 pub fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
     let text = sluice_cli::metrics_export::handle().render();
     text.lines()
@@ -469,6 +469,6 @@ pub fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
                 .iter()
                 .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
         })
-        .find_map(|l| l.rsplit_once(' ')?.1.parse().ok())
-        .unwrap_or(0.0)
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }

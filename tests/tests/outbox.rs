@@ -6,7 +6,10 @@ use std::time::Duration;
 use serde_json::json;
 use sluice_outbox::{DlqSelector, NewMessage, Outbox, OutboxConfig, RetryPolicy};
 use sluice_runtime::{ChildSpec, DeliveryPath, Host, MailboxStrategy};
-use sluice_tests::{host_with, json, recorded_by as recorded, rust_guest, test_config, wait_until};
+use sluice_tests::{
+    host_with, install_metrics, json, metric, recorded_by as recorded, rust_guest, test_config,
+    wait_until,
+};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -98,6 +101,7 @@ fn futures_block<F: std::future::Future>(f: F) -> F::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost() {
+    install_metrics();
     let dir = tempfile::tempdir().unwrap();
     let host = host_with(
         test_config(),
@@ -147,6 +151,11 @@ async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost
     .await;
     let dead = host.outbox().unwrap().dlq_list(None, 100).await.unwrap();
     assert!(dead.is_empty(), "nothing dead-lettered: {dead:?}");
+    // The AIMD limiter's signals are counted (other tests of this binary only add to them).
+    let rejected = r["rejected"].as_f64().unwrap();
+    assert!(metric("sluice_outbox_limiter_rejection_total", &[]) >= rejected);
+    assert!(metric("sluice_outbox_limiter_success_total", &[]) >= 4.0);
+    assert!(metric("sluice_outbox_limiter_current_limit", &[]) >= 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,13 +16,21 @@ pub const OTHER_TYPE: &str = "other";
 pub(crate) struct Bulkhead {
     pub limiter: ConcurrencyLimiter,
     pub limit_gauge: Gauge,
+    pub in_flight_gauge: Gauge,
     pub acquire_rejected: Counter,
+    /// Deliveries that raised the limit (additive increase).
+    pub success: Counter,
+    /// Capacity refusals that cut it (multiplicative decrease).
+    pub rejection: Counter,
 }
 
 impl Bulkhead {
+    /// Publishes the limit and the deliveries in flight (sampled whenever one settles).
     pub fn publish_limit(&self) {
         self.limit_gauge
             .set(f64::from(self.limiter.current_limit()));
+        self.in_flight_gauge
+            .set(f64::from(self.limiter.in_flight()));
     }
 }
 
@@ -99,10 +107,13 @@ impl Partition {
             let b = Bulkhead {
                 limiter,
                 limit_gauge: metrics::gauge!("sluice_outbox_limiter_current_limit", &labels),
+                in_flight_gauge: metrics::gauge!("sluice_outbox_limiter_in_flight", &labels),
                 acquire_rejected: metrics::counter!(
                     "sluice_outbox_limiter_acquire_rejected_total",
                     &labels
                 ),
+                success: metrics::counter!("sluice_outbox_limiter_success_total", &labels),
+                rejection: metrics::counter!("sluice_outbox_limiter_rejection_total", &labels),
             };
             b.publish_limit();
             by_type.insert(name.to_string(), bulkheads.len());

@@ -309,10 +309,12 @@ pub(crate) fn apply_verdict(
     let v = match r {
         Ok(()) => {
             bulkhead.limiter.on_success(permit);
+            bulkhead.success.increment(1);
             Verdict::Delivered
         }
         Err(e @ DeliveryError::Capacity { .. }) => {
             bulkhead.limiter.on_rejection(permit);
+            bulkhead.rejection.increment(1);
             Verdict::Failed(e)
         }
         // Not a congestion signal: the permit is released, the limit does not move.
