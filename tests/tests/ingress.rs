@@ -43,6 +43,14 @@ async fn ingress_answers_with_typed_status_codes() {
                 ChildSpec::new("Crash", "crash.wasm").restarts(0, Duration::from_secs(60)),
                 "crash",
             ),
+            (
+                ChildSpec::new("Newest", "slow.wasm").mailbox(1, MailboxStrategy::DropNewest),
+                "slow",
+            ),
+            (
+                ChildSpec::new("Oldest", "slow.wasm").mailbox(1, MailboxStrategy::DropOldest),
+                "slow",
+            ),
         ],
     )
     .await;
@@ -76,12 +84,32 @@ async fn ingress_answers_with_typed_status_codes() {
         "not-found"
     );
 
+    // Oversize: typed by the host up to twice the limit, by the transport beyond it (the
+    // body is not buffered), the same code either way.
     let r = post("/actors/Echo/1/ask/echo")
         .body(vec![b'a'; 5000])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "invalid-argument");
+    assert_eq!(
+        b["message"],
+        "INVALID_ARGUMENT: payload of 5000 bytes exceeds max_payload_bytes=4096"
+    );
+    let r = post("/actors/Echo/1/tell/echo")
+        .body(vec![b'a'; 100_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "invalid-argument");
+    assert_eq!(
+        b["message"],
+        "INVALID_ARGUMENT: payload of more than 8192 bytes exceeds max_payload_bytes=4096"
+    );
 
     let r = post("/actors/Echo/1/ask/fail").send().await.unwrap();
     assert_eq!(
@@ -115,24 +143,68 @@ async fn ingress_answers_with_typed_status_codes() {
             .await
             .unwrap();
         if r.status() == 429 {
-            saw_429 = Some(r.json::<serde_json::Value>().await.unwrap());
+            let after = r.headers()["retry-after"].to_str().unwrap().to_string();
+            saw_429 = Some((after, r.json::<serde_json::Value>().await.unwrap()));
             break;
         }
     }
-    let b = saw_429.expect("a full mailbox answers 429");
+    let (after, b) = saw_429.expect("a full mailbox answers 429");
     assert_eq!(b["code"], "resource-exhausted");
+    let ms = b["retry_after_ms"].as_u64().expect("a retry hint");
+    assert_eq!(
+        b["message"],
+        format!("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms={ms})")
+    );
+    // Retry-After is whole seconds, rounded up, at least 1.
+    assert_eq!(after, ms.div_ceil(1000).max(1).to_string());
+
+    // 500 for a trap; 503 once the supervisor has stopped the actor.
+    let r = post("/actors/Crash/1/ask/boom").send().await.unwrap();
+    assert_eq!(r.status(), 500);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["code"],
+        "internal"
+    );
+    let r = post("/actors/Crash/1/ask/ok").send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "unavailable");
     assert!(
         b["message"]
             .as_str()
             .unwrap()
-            .starts_with("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=")
+            .contains("restart intensity exceeded"),
+        "{b}"
     );
 
-    // 503 once the supervisor has stopped an actor.
-    let r = post("/actors/Crash/1/ask/boom").send().await.unwrap();
-    assert_eq!(r.status(), 500);
-    let r = post("/actors/Crash/1/ask/ok").send().await.unwrap();
-    assert_eq!(r.status(), 503);
+    // A tell into a full drop_newest / drop_oldest mailbox is accepted, and its receipt says
+    // what happened.
+    wait_until(Duration::from_secs(10), "the slow turns to end", || {
+        host.inflight_turns() == 0
+    })
+    .await;
+    for ty in ["Newest", "Oldest"] {
+        host.tell(&format!("{ty}/1"), "sleep", "1000").unwrap();
+    }
+    wait_until(Duration::from_secs(10), "both held in a turn", || {
+        host.inflight_turns() == 2
+    })
+    .await;
+    for (ty, second) in [("Newest", "dropped-newest"), ("Oldest", "displaced-oldest")] {
+        for expected in ["queued", second] {
+            let r = post(&format!("/actors/{ty}/1/tell/sleep"))
+                .body("1")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 202);
+            assert_eq!(
+                r.json::<serde_json::Value>().await.unwrap()["receipt"],
+                expected,
+                "{ty}"
+            );
+        }
+    }
 
     // An invalid deadline header is ignored: the default applies and the call succeeds.
     for bad in ["-5", "NaN", "inf", "soon", "0"] {

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
@@ -239,8 +240,12 @@ async fn ask(
     State(state): State<Arc<IngressState>>,
     Path((ty, key, msg_type)): Path<(String, String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return error_response(&body_error(&state, r)),
+    };
     let opts = match options(&state, &headers) {
         Ok(o) => o,
         Err(r) => return r.into_response(),
@@ -259,8 +264,12 @@ async fn tell(
     State(state): State<Arc<IngressState>>,
     Path((ty, key, msg_type)): Path<(String, String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return error_response(&body_error(&state, r)),
+    };
     let opts = match options(&state, &headers) {
         Ok(o) => o,
         Err(r) => return r.into_response(),
@@ -282,6 +291,20 @@ async fn tell(
                 .into_response()
         }
         Err(e) => error_response(&e),
+    }
+}
+
+/// A body the transport would not read: one past twice the payload limit (stopped before
+/// it is buffered), or one that failed to arrive. Typed like every other refusal.
+fn body_error(state: &IngressState, r: BytesRejection) -> ActorError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ActorError::invalid_argument(format!(
+            "payload of more than {} bytes exceeds max_payload_bytes={}",
+            state.host.config().max_payload_bytes.saturating_mul(2),
+            state.host.config().max_payload_bytes
+        ))
+    } else {
+        ActorError::invalid_argument(format!("request body could not be read: {}", r.body_text()))
     }
 }
 
