@@ -268,6 +268,27 @@ async fn admin_api_refuses_a_wrong_token() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(host.status()[0].actor_type, "Echo");
+    // A malformed module through the admin API: 422 with the load error, the running
+    // version untouched and still serving.
+    let bad = json!({"child": {"name": "echo", "actor_type": "Echo", "module": "echo.wasm"},
+        "module_base64": base64::engine::general_purpose::STANDARD.encode(b"\0asm not really")});
+    let r = http
+        .post(format!("{admin}/admin/deploy"))
+        .bearer_auth("s3cret")
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "invalid-module", "{b}");
+    assert!(b["message"].as_str().unwrap().contains("Echo"), "{b}");
+    assert_eq!(host.status()[0].version, 1);
+    let echoed = host
+        .ask("Echo/1", "echo", "still v1", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(echoed, b"still v1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

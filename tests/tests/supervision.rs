@@ -223,3 +223,48 @@ async fn guest_errors_are_values_not_traps_and_imports_reach_the_host() {
     );
     assert_eq!(r, serde_json::json!({"ok": true}));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_components_are_cached_on_disk_and_a_corrupt_entry_is_recompiled() {
+    use std::os::unix::fs::MetadataExt;
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = || HostConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..test_config()
+    };
+    let echo = std::fs::read(rust_guest("echo")).unwrap();
+    let deploy_and_ask = |host: sluice_runtime::Host| {
+        let echo = echo.clone();
+        async move {
+            host.deploy(ChildSpec::new("Echo", "echo.wasm"), echo)
+                .await
+                .unwrap();
+            assert_eq!(host.ask("Echo/1", "echo", "hi", T).await.unwrap(), b"hi");
+        }
+    };
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    deploy_and_ask(sluice_runtime::Host::new(cfg()).unwrap()).await;
+    let files = entries();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().ends_with(".cwasm"));
+    let compiled = std::fs::read(&files[0]).unwrap();
+    let inode = std::fs::metadata(&files[0]).unwrap().ino();
+    // A second host loads the machine code: the entry is not rewritten (rename-into-place
+    // would give it a new inode).
+    deploy_and_ask(sluice_runtime::Host::new(cfg()).unwrap()).await;
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().ino(), inode);
+    // A corrupt entry is discarded and replaced, and the deploy succeeds. (Put in place by
+    // rename, as the cache itself writes: the earlier hosts still map the old file, and
+    // truncating a mapped file would fault them.)
+    let tmp = cache.path().join("corrupt.tmp");
+    std::fs::write(&tmp, b"garbage").unwrap();
+    std::fs::rename(&tmp, &files[0]).unwrap();
+    deploy_and_ask(sluice_runtime::Host::new(cfg()).unwrap()).await;
+    assert_eq!(entries(), files);
+    assert_eq!(std::fs::read(&files[0]).unwrap(), compiled);
+}

@@ -93,7 +93,9 @@ impl Drop for EpochTicker {
 
 /// Compiles components once and keeps the machine code on disk, keyed by the component's
 /// content hash, the wasmtime version and the engine's compatibility hash (which covers the
-/// pooling limits and every other setting that changes generated code).
+/// pooling limits and every other setting that changes generated code). Loaded entries are
+/// mapped, not copied, so entries are only ever replaced by rename: rewriting a file in place
+/// under a running host would fault it (SIGBUS) when it next touches the truncated pages.
 #[derive(Clone)]
 pub struct ComponentCache {
     engine: Engine,
