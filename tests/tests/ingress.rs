@@ -206,6 +206,37 @@ async fn ingress_answers_with_typed_status_codes() {
         }
     }
 
+    // Each mailbox's depth and the age of its oldest message: in the status and in /metrics.
+    let newest = || {
+        host.status()
+            .into_iter()
+            .find(|s| s.actor_type == "Newest")
+            .unwrap()
+    };
+    wait_until(Duration::from_secs(10), "the queued message to age", || {
+        newest().oldest_queued_ms >= 50
+    })
+    .await;
+    assert_eq!(newest().queued, 1);
+    let m = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sample = |name: &str| -> f64 {
+        let prefix = format!("{name}{{actor_type=\"Newest\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in {m}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(sample("sluice_mailbox_depth"), 1.0);
+    assert!(sample("sluice_mailbox_oldest_age_seconds") >= 0.05);
+
     // An invalid deadline header is ignored: the default applies and the call succeeds.
     for bad in ["-5", "NaN", "inf", "soon", "0"] {
         let r = post("/actors/Echo/1/ask/echo")

@@ -308,7 +308,15 @@ fn body_error(state: &IngressState, r: BytesRejection) -> ActorError {
     }
 }
 
-async fn metrics() -> Response {
+async fn metrics(State(state): State<Arc<IngressState>>) -> Response {
+    // Mailbox depth and age are read from the mailboxes at scrape time rather than kept up
+    // to date on every message.
+    for t in state.host.status() {
+        let ty = t.actor_type;
+        metrics::gauge!("sluice_mailbox_depth", "actor_type" => ty.clone()).set(t.queued as f64);
+        metrics::gauge!("sluice_mailbox_oldest_age_seconds", "actor_type" => ty)
+            .set(t.oldest_queued_ms as f64 / 1e3);
+    }
     let body = crate::metrics_export::handle().render();
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }

@@ -106,6 +106,11 @@ impl<T> Mailbox<T> {
         self.items.len()
     }
 
+    /// The message that would be popped next, control ones included.
+    pub fn front(&self) -> Option<&T> {
+        self.items.front().map(|e| &e.item)
+    }
+
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()

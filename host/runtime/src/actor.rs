@@ -208,9 +208,10 @@ impl ActorCell {
         Ok(out)
     }
 
-    /// Messages queued now.
-    pub fn depth(&self) -> usize {
-        self.inbox.lock().mb.len()
+    /// Messages queued and when the oldest of them arrived.
+    pub fn queue(&self) -> (usize, Option<Instant>) {
+        let inbox = self.inbox.lock();
+        (inbox.mb.len(), inbox.mb.front().map(|m| m.enqueued))
     }
 
     /// Takes the next message, marking the actor as running it. Also ends the previous turn

@@ -512,6 +512,8 @@ pub struct TypeStatus {
     pub active: usize,
     /// Messages queued across activations.
     pub queued: usize,
+    /// How long the oldest of them has waited, in milliseconds (0 when none is queued).
+    pub oldest_queued_ms: u64,
     /// Activations stopped by their supervisor.
     pub stopped: usize,
 }
@@ -783,6 +785,14 @@ impl Host {
             .into_iter()
             .map(|t| {
                 let cells: Vec<Arc<ActorCell>> = t.cells.lock().values().cloned().collect();
+                let (mut queued, mut oldest) = (0, None::<Instant>);
+                for (n, first) in cells.iter().map(|c| c.queue()) {
+                    queued += n;
+                    oldest = match (oldest, first) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
                 TypeStatus {
                     actor_type: t.name.to_string(),
                     version: t.current().version,
@@ -790,7 +800,8 @@ impl Host {
                         .iter()
                         .filter(|c| c.live.load(Ordering::Acquire))
                         .count(),
-                    queued: cells.iter().map(|c| c.depth()).sum(),
+                    queued,
+                    oldest_queued_ms: oldest.map_or(0, |t| t.elapsed().as_millis() as u64),
                     stopped: cells
                         .iter()
                         .filter(|c| c.inbox.lock().state == actor::InboxState::Stopped)
