@@ -327,3 +327,65 @@ async fn published_events_reach_the_handler_with_their_principal_through_a_route
     assert!(d.has_queue("worker", "user:alice") && d.has_queue("worker", "agent:7"));
     pump.abort();
 }
+
+/// Polls `d.stats()` until `f` holds, for at most 5 s.
+async fn until<H: sluice_bus::Handler>(
+    d: &sluice_bus::Dispatcher<H>,
+    what: &str,
+    f: impl Fn(&sluice_bus::DispatcherStats) -> bool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !f(&d.stats()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {:?}",
+            d.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_report_the_waiting_events_and_when_the_oldest_was_published() {
+    // Each handler waits for a permit, so the event a consumer took is in progress and the
+    // ones behind it wait in its queue.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = Arc::clone(&gate);
+    let d = DispatcherConfig::default().build(move |_k: DispatchKey, _e: Arc<Event>| {
+        let g = Arc::clone(&g);
+        async move { g.acquire().await.unwrap().forget() }
+    });
+    let svc: Arc<str> = Arc::from("svc");
+    let t0 = std::time::Instant::now();
+    let ev = |p: &str, ms: u64| {
+        let mut e = Event::new("t", vec![]).with_principal(p);
+        e.published_at = Some(t0 + Duration::from_millis(ms));
+        Arc::new(e)
+    };
+    for (p, ms) in [
+        ("alice", 0),
+        ("alice", 10),
+        ("alice", 20),
+        ("bob", 5),
+        ("bob", 7),
+    ] {
+        d.dispatch(&svc, ev(p, ms)).unwrap();
+    }
+    // Each consumer takes its first event: alice's 10 and 20 and bob's 7 wait.
+    until(&d, "three waiting", |s| s.queued == 3).await;
+    assert_eq!(
+        d.stats().oldest_published,
+        Some(t0 + Duration::from_millis(7))
+    );
+    gate.add_permits(2);
+    until(&d, "alice's 20 alone waiting", |s| s.queued == 1).await;
+    assert_eq!(
+        d.stats().oldest_published,
+        Some(t0 + Duration::from_millis(20))
+    );
+    gate.add_permits(3);
+    until(&d, "nothing waiting", |s| {
+        s.queued == 0 && s.oldest_published.is_none()
+    })
+    .await;
+}

@@ -110,7 +110,8 @@ pub struct SubscriptionStats {
     /// Routed: age of the oldest queued event, milliseconds.
     pub oldest_age_ms: Option<u64>,
     /// Dispatch: live (actor type, principal) queues, idle queues freed, principals folded
-    /// into the `system` queue by the cap. (Events refused by a full queue are `dropped`.)
+    /// into the `system` queue by the cap, events waiting and the oldest one's age. (Events
+    /// refused by a full queue are `dropped`.)
     pub dispatch: Option<DispatchStats>,
 }
 
@@ -123,6 +124,10 @@ pub struct DispatchStats {
     pub idle_evictions: u64,
     /// Principals that shared the `system` queue because of the per-type cap.
     pub overflowed: u64,
+    /// Events waiting in the queues (not yet handed to their actor).
+    pub queued: usize,
+    /// Age of the oldest waiting event, milliseconds.
+    pub oldest_age_ms: Option<u64>,
 }
 
 struct Shared {
@@ -556,6 +561,8 @@ async fn run_dispatch(
             queues: s.queues,
             idle_evictions: s.idle_evictions,
             overflowed: s.overflowed,
+            queued: s.queued,
+            oldest_age_ms: s.oldest_published.map(|t| t.elapsed().as_millis() as u64),
         }
     }));
     loop {

@@ -1,6 +1,6 @@
 //! The consumer task of one dispatcher queue.
 
-use super::{DispatchKey, Handler, Inner};
+use super::{DispatchKey, Handler, Inner, Waiting};
 use crate::Event;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,6 +14,7 @@ pub(super) async fn run<H: Handler>(
     key: DispatchKey,
     generation: u64,
     mut rx: mpsc::Receiver<Arc<Event>>,
+    waiting: Waiting,
 ) {
     let grace = inner.config.idle_grace;
     loop {
@@ -46,6 +47,7 @@ pub(super) async fn run<H: Handler>(
                 }
             }
         };
+        waiting.lock().pop_front();
         inner.handler.handle(key.clone(), event).await;
     }
 }

@@ -40,11 +40,11 @@ pub use error::DispatchError;
 use crate::metrics::{DISPATCH_DROPPED_TOTAL, DISPATCHER_OVERFLOW_TOTAL, DISPATCHER_QUEUES};
 use crate::{Event, SYSTEM_PRINCIPAL};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 /// Default capacity of one (actor type, principal) queue.
@@ -128,7 +128,13 @@ where
 struct Slot {
     tx: mpsc::Sender<Arc<Event>>,
     generation: u64,
+    waiting: Waiting,
 }
+
+/// Publish times of the events in one queue, oldest first, for its age: pushed before the
+/// send (under the dispatcher's lock, so senders are serialised) and popped by the consumer
+/// as it takes each event. `mpsc` cannot be peeked.
+pub(super) type Waiting = Arc<Mutex<VecDeque<Instant>>>;
 
 #[derive(Default)]
 struct State {
@@ -179,6 +185,10 @@ pub struct DispatcherStats {
     pub overflowed: u64,
     /// Dispatches refused because their queue was full.
     pub refused_full: u64,
+    /// Events waiting in all queues (not yet taken by their consumer).
+    pub queued: usize,
+    /// When the oldest waiting event was published, if any waits.
+    pub oldest_published: Option<Instant>,
 }
 
 /// Per-(actor type, principal) queues with self-evicting consumer tasks.
@@ -203,6 +213,19 @@ impl<H> std::fmt::Debug for Dispatcher<H> {
     }
 }
 
+/// Sends into `slot`, recording the event's publish time first (and taking it back if the
+/// queue refuses), so the consumer always finds the time of the event it takes at the front.
+fn send(
+    slot: &Slot,
+    event: Arc<Event>,
+    published: Instant,
+) -> Result<(), TrySendError<Arc<Event>>> {
+    slot.waiting.lock().push_back(published);
+    slot.tx.try_send(event).inspect_err(|_| {
+        slot.waiting.lock().pop_back();
+    })
+}
+
 impl<H: Handler> Dispatcher<H> {
     /// Queues `event` for `actor_type` under the event's principal, spawning
     /// the queue's consumer if it has none. Never waits. Must run inside a
@@ -222,8 +245,9 @@ impl<H: Handler> Dispatcher<H> {
                 key.principal = Arc::from(SYSTEM_PRINCIPAL);
             }
         }
+        let published = event.published_at.unwrap_or_else(Instant::now);
         let event = match state.slots.get(&key) {
-            Some(slot) => match slot.tx.try_send(event) {
+            Some(slot) => match send(slot, event, published) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Full(event)) => {
                     drop(state);
@@ -239,17 +263,29 @@ impl<H: Handler> Dispatcher<H> {
             None => event,
         };
         let (tx, rx) = mpsc::channel(self.inner.config.queue_capacity);
-        tx.try_send(event).expect("a new queue has room");
         // Relaxed: the generation only has to be unique.
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
-        state.slots.insert(key.clone(), Slot { tx, generation });
+        let slot = Slot {
+            tx,
+            generation,
+            waiting: Waiting::default(),
+        };
+        send(&slot, event, published).expect("a new queue has room");
+        let waiting = Arc::clone(&slot.waiting);
+        state.slots.insert(key.clone(), slot);
         *state
             .per_type
             .entry(Arc::clone(&key.actor_type))
             .or_default() += 1;
         drop(state);
         metrics::gauge!(DISPATCHER_QUEUES).increment(1.0);
-        tokio::spawn(consumer::run(Arc::clone(&self.inner), key, generation, rx));
+        tokio::spawn(consumer::run(
+            Arc::clone(&self.inner),
+            key,
+            generation,
+            rx,
+            waiting,
+        ));
         Ok(())
     }
 
@@ -307,11 +343,24 @@ impl<H: Handler> Dispatcher<H> {
         metrics::gauge!(DISPATCHER_QUEUES).decrement(n as f64);
     }
 
-    /// Queue count and eviction counters.
+    /// Queue count, waiting events and their age, eviction counters.
     pub fn stats(&self) -> DispatcherStats {
+        let (mut queues, mut queued, mut oldest) = (0, 0, None::<Instant>);
+        {
+            let state = self.inner.state.lock();
+            for slot in state.slots.values() {
+                queues += 1;
+                queued += slot.tx.max_capacity() - slot.tx.capacity();
+                if let Some(&t) = slot.waiting.lock().front() {
+                    oldest = Some(oldest.map_or(t, |o: Instant| o.min(t)));
+                }
+            }
+        }
         // Relaxed: independent statistics counters.
         DispatcherStats {
-            queues: self.queue_count(),
+            queues,
+            queued,
+            oldest_published: oldest,
             idle_evictions: self.inner.idle_evictions.load(Ordering::Relaxed),
             late_sends: self.inner.late_sends.load(Ordering::Relaxed),
             overflowed: self.inner.overflow_logged.load(Ordering::Relaxed),
