@@ -465,9 +465,11 @@ pub fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
         .filter(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+            labels.iter().all(|(k, v)| {
+                ['{', ',']
+                    .iter()
+                    .any(|c| l.contains(&format!("{c}{k}=\"{v}\"")))
+            })
         })
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()

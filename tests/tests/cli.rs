@@ -126,13 +126,26 @@ async fn rust_log_decides_what_the_host_logs() {
 fn run_refuses_an_admin_api_off_loopback_without_a_token() {
     let dir = rust_app(&["echo"], APP);
     let bin = sluice_binary("sluice-cli-admin");
-    let out = Command::new(&bin)
+    let mut child = Command::new(&bin)
         .arg("run")
         .arg(dir.path())
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"])
         .env_remove("SLUICE_ADMIN_TOKEN")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("running sluice run");
+    // Bounded: a host that started serving instead of refusing must fail the test, not hang
+    // it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("sluice run started with a non-loopback admin API and no token");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr).trim(),

@@ -355,6 +355,9 @@ async fn deploy_replaces_a_module_while_messages_are_in_flight_and_loses_none() 
         b"{}"
     );
 
+    // Built (or found) before the clock starts: a cargo build must not eat into the turn.
+    let sluice = sluice_tests::sluice_binary("sluice-deploy");
+
     // A turn in progress across the deploy: Relay/k asks Gate/1, which sleeps 3 s.
     let h = host.clone();
     let held = tokio::spawn(async move {
@@ -378,12 +381,18 @@ async fn deploy_replaces_a_module_while_messages_are_in_flight_and_loses_none() 
         }
     });
     // Through the real `sluice deploy` against the admin API.
-    let out = std::process::Command::new(sluice_tests::sluice_binary("sluice-deploy"))
-        .arg("deploy")
-        .arg(dir.path())
-        .args(["--host", &admin])
-        .output()
-        .unwrap();
+    // On a blocking thread, so the sender keeps telling while the deploy runs.
+    let app = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(sluice)
+            .arg("deploy")
+            .arg(app)
+            .args(["--host", &admin])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

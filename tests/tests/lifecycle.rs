@@ -37,7 +37,10 @@ async fn an_idle_actor_is_deactivated_and_the_next_message_activates_it_afresh()
         active(&host, "IdleEcho") == 0
     })
     .await;
-    assert_eq!(deactivations("IdleEcho"), 1.0);
+    wait_until(T, "the deactivation counted", || {
+        deactivations("IdleEcho") == 1.0
+    })
+    .await;
     // A new instance: `init` ran again and the old state is gone.
     assert!(recorded_by(&host, "IdleEcho/a").await.is_empty());
     // Slots come back: 40 actors activated, all deactivated, none left holding memory.
@@ -46,10 +49,6 @@ async fn an_idle_actor_is_deactivated_and_the_next_message_activates_it_afresh()
             .await
             .unwrap();
     }
-    assert!(
-        active(&host, "IdleEcho") >= 30,
-        "most are still within their idle time"
-    );
     wait_until(T, "every IdleEcho deactivated", || {
         active(&host, "IdleEcho") == 0
     })

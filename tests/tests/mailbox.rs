@@ -301,7 +301,7 @@ async fn a_redeploy_with_new_mailbox_bounds_applies_to_live_actors_and_drops_not
         vec![(spec(2, MailboxStrategy::Error), "slow")],
     )
     .await;
-    host.tell("SlowRe/1", "sleep", "1500").unwrap();
+    host.tell("SlowRe/1", "sleep", "5000").unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     let tell = || host.tell("SlowRe/1", "sleep", "1");
     assert_eq!(tell().unwrap(), TellReceipt::Queued);

@@ -253,11 +253,15 @@ async fn compiled_components_are_cached_on_disk_and_a_corrupt_entry_is_recompile
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(files[0].to_string_lossy().ends_with(".cwasm"));
     let compiled = std::fs::read(&files[0]).unwrap();
-    let inode = std::fs::metadata(&files[0]).unwrap().ino();
-    // A second host loads the machine code: the entry is not rewritten (rename-into-place
-    // would give it a new inode).
+    let meta = |p: &std::path::Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ino(), m.modified().unwrap())
+    };
+    let before = meta(&files[0]);
+    // A second host loads the machine code: the entry is not rewritten (neither replaced,
+    // which would give it a new inode, nor written in place, which would move its mtime).
     deploy_and_ask(sluice_runtime::Host::new(cfg()).unwrap()).await;
-    assert_eq!(std::fs::metadata(&files[0]).unwrap().ino(), inode);
+    assert_eq!(meta(&files[0]), before);
     // A corrupt entry is discarded and replaced, and the deploy succeeds. (Put in place by
     // rename, as the cache itself writes: the earlier hosts still map the old file, and
     // truncating a mapped file would fault them.)

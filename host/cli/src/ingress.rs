@@ -309,6 +309,7 @@ fn body_error(state: &IngressState, r: BytesRejection) -> ActorError {
 }
 
 async fn metrics(State(state): State<Arc<IngressState>>) -> Response {
+    let handle = crate::metrics_export::handle();
     // Mailbox depth and age are read from the mailboxes at scrape time rather than kept up
     // to date on every message.
     for t in state.host.status() {
@@ -317,6 +318,6 @@ async fn metrics(State(state): State<Arc<IngressState>>) -> Response {
         metrics::gauge!("sluice_mailbox_oldest_age_seconds", "actor_type" => ty)
             .set(t.oldest_queued_ms as f64 / 1e3);
     }
-    let body = crate::metrics_export::handle().render();
+    let body = handle.render();
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }

@@ -18,14 +18,15 @@ pub(crate) struct Bulkhead {
     pub limit_gauge: Gauge,
     pub in_flight_gauge: Gauge,
     pub acquire_rejected: Counter,
-    /// Deliveries that raised the limit (additive increase).
+    /// Successful deliveries (each one an additive-increase signal, even at the maximum).
     pub success: Counter,
     /// Capacity refusals that cut it (multiplicative decrease).
     pub rejection: Counter,
 }
 
 impl Bulkhead {
-    /// Publishes the limit and the deliveries in flight (sampled whenever one settles).
+    /// Publishes the limit and the deliveries in flight (whenever a permit is taken or a
+    /// delivery settles).
     pub fn publish_limit(&self) {
         self.limit_gauge
             .set(f64::from(self.limiter.current_limit()));

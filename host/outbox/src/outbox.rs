@@ -211,6 +211,7 @@ impl Outbox {
                     let bulkhead = part.bulkhead(actor_type_of(&row.msg.receiver));
                     match bulkhead.limiter.try_acquire() {
                         Some(permit) => {
+                            bulkhead.publish_limit();
                             attempts.push((row_message(id, row, lease_until), permit, bulkhead))
                         }
                         None => {

@@ -277,6 +277,7 @@ async fn deliver_chain<'a>(
             out.push((m, Verdict::NotAttempted));
             continue;
         };
+        bulkhead.publish_limit();
         let t0 = Instant::now();
         let r = delivery.deliver(m).await;
         part.metrics

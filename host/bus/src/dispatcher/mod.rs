@@ -350,8 +350,16 @@ impl<H: Handler> Dispatcher<H> {
             let state = self.inner.state.lock();
             for slot in state.slots.values() {
                 queues += 1;
-                queued += slot.tx.max_capacity() - slot.tx.capacity();
-                if let Some(&t) = slot.waiting.lock().front() {
+                // A queue whose consumer is gone (its handler panicked) is replaced by the
+                // next dispatch; what it held is lost, not waiting.
+                if slot.tx.is_closed() {
+                    continue;
+                }
+                // Both from the same snapshot: an event its consumer is taking right now still
+                // counts for a moment, in depth and age alike.
+                let waiting = slot.waiting.lock();
+                queued += waiting.len();
+                if let Some(&t) = waiting.front() {
                     oldest = Some(oldest.map_or(t, |o: Instant| o.min(t)));
                 }
             }
