@@ -7,10 +7,12 @@ use crate::message::OutboxMessage;
 /// Why a delivery did not happen. The variant decides what the relay does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeliveryError {
-    /// The receiver is at capacity (its mailbox is full). The limiter halves; the message backs
-    /// off for at least `retry_after_ms`.
-    #[error("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms={retry_after_ms})")]
+    /// The receiver is at capacity (its mailbox is full, or its handler said it is). The
+    /// limiter halves; the message backs off for at least `retry_after_ms`.
+    #[error("RESOURCE_EXHAUSTED: {message} (retry_after_ms={retry_after_ms})")]
     Capacity {
+        /// What is exhausted, e.g. `mailbox full`.
+        message: String,
         /// The receiver's hint: do not try again sooner.
         retry_after_ms: u64,
     },
@@ -25,6 +27,14 @@ pub enum DeliveryError {
 }
 
 impl DeliveryError {
+    /// The receiver's mailbox is full: `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=N)`.
+    pub fn mailbox_full(retry_after_ms: u64) -> Self {
+        DeliveryError::Capacity {
+            message: "mailbox full".into(),
+            retry_after_ms,
+        }
+    }
+
     /// Short, bounded label for metrics (`capacity`, `transient`, `permanent`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -52,9 +62,7 @@ mod tests {
 
     #[test]
     fn capacity_displays_as_the_canonical_string() {
-        let e = DeliveryError::Capacity {
-            retry_after_ms: 250,
-        };
+        let e = DeliveryError::mailbox_full(250);
         assert_eq!(
             e.to_string(),
             "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=250)"

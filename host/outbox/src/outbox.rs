@@ -443,7 +443,7 @@ impl Inner {
             Verdict::Failed(err) => {
                 let attempt = u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX);
                 let delay = match &err {
-                    DeliveryError::Capacity { retry_after_ms } => {
+                    DeliveryError::Capacity { retry_after_ms, .. } => {
                         metrics.backpressure.increment(1);
                         Some(policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng))
                     }

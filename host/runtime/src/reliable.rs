@@ -30,12 +30,26 @@ pub(crate) struct RuntimeDelivery {
     pub host: Weak<HostInner>,
 }
 
+/// What is exhausted, from an error's text: `RESOURCE_EXHAUSTED: queue busy
+/// (retry_after_ms=50)` → `queue busy` (the capacity error puts the code and hint back).
+fn capacity_message(text: &str) -> String {
+    let body = text.strip_prefix("RESOURCE_EXHAUSTED: ").unwrap_or(text);
+    let body = match body.rfind(" (retry_after_ms=") {
+        Some(i) if body.ends_with(')') => &body[..i],
+        _ => body,
+    };
+    body.to_string()
+}
+
 fn classify(e: ActorError) -> DeliveryError {
     if let Some(ms) = e
         .retry_after_ms
         .filter(|_| e.code == ErrorCode::ResourceExhausted)
     {
-        return DeliveryError::Capacity { retry_after_ms: ms };
+        return DeliveryError::Capacity {
+            message: capacity_message(&e.to_string()),
+            retry_after_ms: ms,
+        };
     }
     match e.code {
         // A handler's own error is the guest's verdict on this attempt: retry it, and let
@@ -82,7 +96,7 @@ impl Delivery for RuntimeDelivery {
         match host.tell(&to, msg.msg_type.clone(), msg.payload.clone(), opts) {
             Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
             // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
-            Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::Capacity { retry_after_ms: 1 }),
+            Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
             Err(e) => Err(classify(e)),
         }
     }
@@ -175,5 +189,38 @@ pub(crate) fn outbox_error(e: sluice_outbox::Error) -> ActorError {
     match e {
         sluice_outbox::Error::InvalidArgument(m) => ActorError::invalid_argument(m),
         other => ActorError::unavailable(format!("outbox: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capacity_refusal_keeps_what_was_exhausted() {
+        assert_eq!(
+            classify(ActorError::mailbox_full(40)).to_string(),
+            "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=40)"
+        );
+        // A handler's own RESOURCE_EXHAUSTED with a hint is a capacity signal too, and keeps
+        // its words (it was recorded as "mailbox full").
+        let mut guest = ActorError::verbatim(
+            ErrorCode::ResourceExhausted,
+            "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)".into(),
+        );
+        guest.retry_after_ms = Some(50);
+        let d = classify(guest);
+        assert_eq!(
+            d,
+            DeliveryError::Capacity {
+                message: "worker pool busy".into(),
+                retry_after_ms: 50
+            }
+        );
+        assert_eq!(
+            d.to_string(),
+            "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)"
+        );
+        assert_eq!(capacity_message("disk quota"), "disk quota");
     }
 }

@@ -238,7 +238,7 @@ impl Delivery for TestReceiver {
         };
         let result = match answer {
             Answer::Ok => Ok(()),
-            Answer::Capacity(ms) => Err(DeliveryError::Capacity { retry_after_ms: ms }),
+            Answer::Capacity(ms) => Err(DeliveryError::mailbox_full(ms)),
             Answer::Transient(e) => Err(DeliveryError::Transient(e.into())),
             Answer::Permanent(e) => Err(DeliveryError::Permanent(e.into())),
         };
