@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sluice_runtime::raw::{
     RawComponent, RawInstance, activate_n, activation_phases, instantiate_n,
 };
-use sluice_runtime::{ActorId, ChildSpec, HostConfig, MailboxStrategy};
+use sluice_runtime::{ActorId, ChildSpec, Host, HostConfig, MailboxStrategy};
 use sluice_tests::{host_with, rust_guest, test_config};
 
 struct Counting;
@@ -324,44 +324,17 @@ async fn warm_slot_activation(echo: &[u8], quick: bool) -> anyhow::Result<()> {
     let (mut cold, mut warm, mut raw_cold, mut raw_warm) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..=rounds {
-        for i in 0..w {
-            let t = Instant::now();
-            idle_host
-                .ask(
-                    &format!("Echo/r{round}k{i}"),
-                    "echo",
-                    "",
-                    Duration::from_secs(10),
-                )
-                .await
-                .unwrap();
-            if round > 0 {
-                // The first round only warms the slots.
-                cold.push(t.elapsed());
-            }
-        }
+        // The first round only warms the slots.
+        let timed = round > 0;
+        timed_asks(&idle_host, new_keys(round, w), timed.then_some(&mut cold)).await;
         // The live actor is activated untimed (it went idle during the last wait), then kept
         // busy so it does not go idle before the loop ends.
-        idle_host
-            .ask("Echo/ref", "echo", "", Duration::from_secs(10))
-            .await
-            .unwrap();
-        for _ in 0..w {
-            let t = Instant::now();
-            idle_host
-                .ask("Echo/ref", "echo", "", Duration::from_secs(10))
-                .await
-                .unwrap();
-            if round > 0 {
-                warm.push(t.elapsed());
-            }
-        }
+        timed_asks(&idle_host, ["Echo/ref".to_string()], None).await;
+        let live = std::iter::repeat_n("Echo/ref".to_string(), w);
+        timed_asks(&idle_host, live, timed.then_some(&mut warm)).await;
         // The host's actors go idle and are deactivated; the raw batch starts after the same
         // idle gap, and the host's next batch after an equal one.
-        sluice_tests::wait_until(Duration::from_secs(30), "idle actors deactivated", || {
-            idle_host.status().iter().all(|s| s.active == 0)
-        })
-        .await;
+        all_deactivated(&idle_host).await;
         let batch = raw.activate_batch(&idle_host, w).await?;
         for _ in 0..w {
             let t = Instant::now();
@@ -417,34 +390,12 @@ async fn steady_state_activation(rounds: usize) {
     let w = 64;
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
     for round in 0..=rounds {
-        for i in 0..w {
-            let t = Instant::now();
-            host.ask(
-                &format!("Echo/r{round}k{i}"),
-                "echo",
-                "",
-                Duration::from_secs(10),
-            )
-            .await
-            .unwrap();
-            if round > 0 {
-                cold.push(t.elapsed());
-            }
-        }
-        let last = format!("Echo/r{round}k{}", w - 1);
-        for _ in 0..w {
-            let t = Instant::now();
-            host.ask(&last, "echo", "", Duration::from_secs(10))
-                .await
-                .unwrap();
-            if round > 0 {
-                warm.push(t.elapsed());
-            }
-        }
-        sluice_tests::wait_until(Duration::from_secs(30), "idle actors deactivated", || {
-            host.status().iter().all(|s| s.active == 0)
-        })
-        .await;
+        let timed = round > 0;
+        timed_asks(&host, new_keys(round, w), timed.then_some(&mut cold)).await;
+        // The batch's last actor is still live: asks to it are the call cost.
+        let last = std::iter::repeat_n(format!("Echo/r{round}k{}", w - 1), w);
+        timed_asks(&host, last, timed.then_some(&mut warm)).await;
+        all_deactivated(&host).await;
         tokio::time::sleep(IDLE_GAP).await;
     }
     let call = pct(&mut warm, 0.5);
@@ -457,4 +408,34 @@ async fn steady_state_activation(rounds: usize) {
         call.as_secs_f64() * 1e6
     );
     host.shutdown();
+}
+
+/// The keys of round `round`'s batch of `w` new actors.
+fn new_keys(round: usize, w: usize) -> impl Iterator<Item = String> {
+    (0..w).map(move |i| format!("Echo/r{round}k{i}"))
+}
+
+/// Asks `echo` of each of `ids` in turn, timing each ask into `times` when given.
+async fn timed_asks(
+    host: &Host,
+    ids: impl IntoIterator<Item = String>,
+    mut times: Option<&mut Vec<Duration>>,
+) {
+    for id in ids {
+        let t = Instant::now();
+        host.ask(&id, "echo", "", Duration::from_secs(10))
+            .await
+            .unwrap();
+        if let Some(v) = times.as_deref_mut() {
+            v.push(t.elapsed());
+        }
+    }
+}
+
+/// Waits (bounded) until every actor of `host` has been deactivated for idleness.
+async fn all_deactivated(host: &Host) {
+    sluice_tests::wait_until(Duration::from_secs(30), "idle actors deactivated", || {
+        host.status().iter().all(|s| s.active == 0)
+    })
+    .await;
 }

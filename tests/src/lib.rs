@@ -474,3 +474,19 @@ pub fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
 }
+
+/// The status of actor type `ty` (panics when it is not deployed).
+pub fn type_status(host: &sluice_runtime::Host, ty: &str) -> sluice_runtime::TypeStatus {
+    host.status()
+        .into_iter()
+        .find(|s| s.actor_type == ty)
+        .unwrap_or_else(|| panic!("{ty} is not deployed"))
+}
+
+/// Live activations of actor type `ty` (0 when it is not deployed).
+pub fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
+    host.status()
+        .into_iter()
+        .find(|s| s.actor_type == ty)
+        .map_or(0, |s| s.active)
+}

@@ -5,16 +5,9 @@
 use std::time::Duration;
 
 use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
-use sluice_tests::{host_with, recorded_by as items, test_config};
+use sluice_tests::{active, host_with, recorded_by as items, test_config};
 
 const T: Duration = Duration::from_secs(30);
-
-fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
-    host.status()
-        .into_iter()
-        .find(|s| s.actor_type == ty)
-        .map_or(0, |s| s.active)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_cap_deactivates_the_least_recently_used_idle_actor() {

@@ -86,30 +86,23 @@ async fn ingress_answers_with_typed_status_codes() {
 
     // Oversize: typed by the host up to twice the limit, by the transport beyond it (the
     // body is not buffered), the same code either way.
-    let r = post("/actors/Echo/1/ask/echo")
-        .body(vec![b'a'; 5000])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    let b: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(b["code"], "invalid-argument");
-    assert_eq!(
-        b["message"],
-        "INVALID_ARGUMENT: payload of 5000 bytes exceeds max_payload_bytes=4096"
-    );
-    let r = post("/actors/Echo/1/tell/echo")
-        .body(vec![b'a'; 100_000])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    let b: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(b["code"], "invalid-argument");
-    assert_eq!(
-        b["message"],
-        "INVALID_ARGUMENT: payload of more than 8192 bytes exceeds max_payload_bytes=4096"
-    );
+    for (path, size, message) in [
+        ("/actors/Echo/1/ask/echo", 5000, "payload of 5000 bytes"),
+        (
+            "/actors/Echo/1/tell/echo",
+            100_000,
+            "payload of more than 8192 bytes",
+        ),
+    ] {
+        let r = post(path).body(vec![b'a'; size]).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{path}");
+        let b: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(b["code"], "invalid-argument");
+        assert_eq!(
+            b["message"],
+            format!("INVALID_ARGUMENT: {message} exceeds max_payload_bytes=4096")
+        );
+    }
 
     let r = post("/actors/Echo/1/ask/fail").send().await.unwrap();
     assert_eq!(
@@ -207,12 +200,7 @@ async fn ingress_answers_with_typed_status_codes() {
     }
 
     // Each mailbox's depth and the age of its oldest message: in the status and in /metrics.
-    let newest = || {
-        host.status()
-            .into_iter()
-            .find(|s| s.actor_type == "Newest")
-            .unwrap()
-    };
+    let newest = || sluice_tests::type_status(&host, "Newest");
     wait_until(Duration::from_secs(10), "the queued message to age", || {
         newest().oldest_queued_ms >= 50
     })
@@ -404,14 +392,7 @@ async fn deploy_replaces_a_module_while_messages_are_in_flight_and_loses_none() 
         !held.is_finished(),
         "the deploy and all 3000 tells must land during the 3 s turn"
     );
-    assert_eq!(
-        host.status()
-            .iter()
-            .find(|s| s.actor_type == "Relay")
-            .unwrap()
-            .version,
-        2
-    );
+    assert_eq!(sluice_tests::type_status(&host, "Relay").version, 2);
     // The turn in progress finished on the old code, undisturbed.
     let r = sluice_tests::json(&held.await.unwrap().unwrap());
     assert_eq!(r, json!({"ok": true, "reply": "3000"}));

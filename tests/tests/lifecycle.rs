@@ -6,17 +6,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sluice_runtime::{ChildSpec, HostConfig, MailboxStrategy};
 use sluice_tests::{
-    host_with, install_metrics, json, metric, recorded_by, test_config, wait_until,
+    active, host_with, install_metrics, json, metric, recorded_by, test_config, wait_until,
 };
 
 const T: Duration = Duration::from_secs(30);
-
-fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
-    host.status()
-        .iter()
-        .find(|s| s.actor_type == ty)
-        .map_or(0, |s| s.active)
-}
 
 fn deactivations(ty: &str) -> f64 {
     metric("sluice_actor_deactivations_total", &[("actor_type", ty)])
