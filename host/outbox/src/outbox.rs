@@ -346,6 +346,7 @@ fn row_message(id: i64, row: &NewRow, claimed_until: i64) -> OutboxMessage {
         conflict: m.conflict.as_str().to_string(),
         sequence_number: row.sequence_number,
         delivery_count: 0,
+        refusals: 0,
         send_at: row.send_at,
         created_at: row.created_at,
         claimed_until,
@@ -441,11 +442,24 @@ impl Inner {
                 });
             }
             Verdict::Failed(err) => {
+                // Every attempt backs off further; only failures count toward max_attempts.
                 let attempt = u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX);
+                let failures = u32::try_from(m.delivery_count - m.refusals + 1).unwrap_or(u32::MAX);
                 let delay = match &err {
                     DeliveryError::Capacity { retry_after_ms, .. } => {
+                        // Backpressure, not a failure of this message: back off (never
+                        // sooner than the receiver's hint) and try again however often it
+                        // takes; it never counts toward max_attempts (a TTL still bounds it).
                         metrics.backpressure.increment(1);
-                        Some(policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng))
+                        metrics.retries.increment(1);
+                        let d = policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng);
+                        s.retries.push(Retry {
+                            id: m.id,
+                            send_at: now + d as i64,
+                            last_error: err.to_string(),
+                            refused: true,
+                        });
+                        return;
                     }
                     DeliveryError::Transient(_) => {
                         metrics.errors.increment(1);
@@ -458,12 +472,13 @@ impl Inner {
                 };
                 let text = err.to_string();
                 match delay {
-                    Some(d) if policy.should_retry(attempt) => {
+                    Some(d) if policy.should_retry(failures) => {
                         metrics.retries.increment(1);
                         s.retries.push(Retry {
                             id: m.id,
                             send_at: now + d as i64,
                             last_error: text,
+                            refused: false,
                         });
                     }
                     _ => {

@@ -15,6 +15,7 @@ mod host_bus;
 pub mod raw;
 mod registry;
 mod reliable;
+mod slots;
 mod state;
 
 pub use call::Call;
