@@ -122,6 +122,13 @@ struct CallArgs {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // Which checkout this binary was built from. Checkouts of one workspace that share a cargo
+    // target dir overwrite one another's `target/debug/sluice`; tests check this before they
+    // use a copy (tests/src/lib.rs `sluice_binary`).
+    if std::env::var_os("SLUICE_PRINT_BUILD_ROOT").is_some() {
+        println!("{}", env!("CARGO_MANIFEST_DIR"));
+        return std::process::ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
