@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use sluice_runtime::{ChildSpec, Host, HostConfig};
 
+pub mod raw;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -418,7 +418,7 @@ async fn ingress_principal_comes_from_a_token_not_from_an_unauthenticated_header
         vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
     )
     .await;
-    let settings: sluice_runtime::IngressSettings =
+    let settings: sluice_app::IngressSettings =
         toml::from_str(r#"tokens = { "tok-alice" = "user:alice", "tok-gateway" = "*" }"#).unwrap();
     let serve_with = |auth| {
         let host = host.clone();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine as _;
-use sluice_runtime::AppConfig;
+use sluice_app::AppConfig;
 
 use crate::admin::DeployRequest;
 

@@ -16,7 +16,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use sluice_runtime::{ActorError, CallOptions, Host, IngressSettings, OverloadScope, TellReceipt};
+use sluice_app::IngressSettings;
+use sluice_runtime::{ActorError, CallOptions, Host, OverloadScope, TellReceipt};
 
 /// The header carrying a call's remaining budget in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-sluice-deadline-ms";

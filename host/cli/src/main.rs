@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use sluice_cli::{admin, client, ingress};
-use sluice_runtime::Host;
 
 #[derive(Parser)]
 #[command(
@@ -259,7 +258,11 @@ async fn run(
         );
     }
     sluice_cli::metrics_export::handle();
-    let (host, app) = Host::from_app_dir_with(&app_dir, database_url.as_deref(), |_| {})
+    let database = database_url
+        .as_deref()
+        .map(sluice_app::Database::parse)
+        .transpose()?;
+    let (host, app) = sluice_app::start_with(&app_dir, database.as_ref(), |_| {})
         .await
         .with_context(|| format!("starting app {}", app_dir.display()))?;
     let ingress_l = tokio::net::TcpListener::bind(listen)

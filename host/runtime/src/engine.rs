@@ -27,7 +27,7 @@ const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Builds the engine: pooling allocator sized for `max_activations`, copy-on-write memory
 /// images, epoch interruption.
-pub fn build_engine(cfg: &HostConfig) -> anyhow::Result<Engine> {
+pub fn build_engine(cfg: &HostConfig) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
@@ -57,7 +57,7 @@ pub fn build_engine(cfg: &HostConfig) -> anyhow::Result<Engine> {
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(64 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Ok(Engine::new(&config)?)
+    Engine::new(&config)
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own until dropped.

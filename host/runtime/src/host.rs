@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use sluice_flow::deadline;
 use tokio::sync::oneshot;
 use wasmtime::Engine;
@@ -14,9 +13,9 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::actor::{self, ActorCell, Message, OfferError, Reply};
 use crate::admission::Admission;
 use crate::bindings::{ActorWorld, ActorWorldPre};
-use crate::config::{AppConfig, ChildSpec, HostConfig, Subscription};
+use crate::config::{ChildSpec, HostConfig, Subscription};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
-use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
+use crate::error::{ActorError, ErrorCode, HostError, LoadError, TellReceipt};
 use crate::host_bus::{HostBus, SubscriptionStats};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
@@ -72,14 +71,6 @@ impl Drop for HostInner {
 }
 
 impl HostInner {
-    pub fn cache(&self) -> &ComponentCache {
-        &self.cache
-    }
-
-    pub fn linker(&self) -> &Linker<StoreState> {
-        &self.linker
-    }
-
     pub fn outbox(&self) -> Option<&Arc<sluice_outbox::Outbox>> {
         self.outbox.get()
     }
@@ -537,17 +528,17 @@ pub struct TypeStatus {
 
 impl Host {
     /// Starts a host (engine, epoch ticker, linker). Must run inside a tokio runtime.
-    pub fn new(config: HostConfig) -> anyhow::Result<Self> {
+    pub fn new(config: HostConfig) -> Result<Self, HostError> {
         config.validate()?;
-        let engine = build_engine(&config).with_context(|| {
-            format!(
-                "reserving the instance pool for max_activations={} (~8 GiB of address space per slot, shared by every host in this process)",
-                config.max_activations
-            )
+        let engine = build_engine(&config).map_err(|e| HostError::Engine {
+            max_activations: config.max_activations,
+            reason: format!("{e:#}"),
         })?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        let link = |e: wasmtime::Error| HostError::Link(format!("{e:#}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+        ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
+            .map_err(link)?;
         let cache = ComponentCache::new(engine.clone(), config.cache_dir.clone());
         let ticker = EpochTicker::start(engine.clone());
         let admission = Admission::new(&config);
@@ -575,66 +566,6 @@ impl Host {
             host.inner.subscribe(sub)?;
         }
         Ok(host)
-    }
-
-    /// Starts a host for the app in `dir` and deploys every child of its config.
-    pub async fn from_app_dir(
-        dir: &Path,
-        overrides: impl FnMut(&mut HostConfig),
-    ) -> anyhow::Result<(Self, AppConfig)> {
-        Self::from_app_dir_with(dir, None, overrides).await
-    }
-
-    /// As [`Host::from_app_dir`], with the outbox in `database_url` (`sqlite://PATH` or
-    /// `postgres://…`) when given.
-    pub async fn from_app_dir_with(
-        dir: &Path,
-        database_url: Option<&str>,
-        mut overrides: impl FnMut(&mut HostConfig),
-    ) -> anyhow::Result<(Self, AppConfig)> {
-        let app = AppConfig::load(dir)?;
-        let mut cfg = app.host.clone();
-        if cfg.cache_dir.is_none() {
-            cfg.cache_dir = Some(dir.join(".sluice").join("cache"));
-        }
-        cfg.bus = app.bus.clone();
-        overrides(&mut cfg);
-        let host = Self::new(cfg)?;
-        let mut ocfg: sluice_outbox::OutboxConfig = match &app.outbox {
-            Some(t) => toml::Value::Table(t.clone())
-                .try_into()
-                .map_err(|e| LoadError::Config(format!("[outbox]: {e}")))?,
-            None => sluice_outbox::OutboxConfig::default(),
-        };
-        if ocfg.actor_types.is_empty() {
-            // One limiter per configured actor type (bulkheads); the set is bounded by config.
-            ocfg.actor_types = app
-                .supervisor
-                .children
-                .iter()
-                .map(|c| c.actor_type.clone())
-                .collect();
-        }
-        let outbox = match database_url {
-            Some(url) if url.starts_with("postgres") => {
-                sluice_outbox::Outbox::open_postgres(url, ocfg).await?
-            }
-            Some(url) => {
-                sluice_outbox::Outbox::open_sqlite(url.trim_start_matches("sqlite://"), ocfg)
-                    .await?
-            }
-            None => {
-                let d = dir.join(".sluice");
-                std::fs::create_dir_all(&d)?;
-                sluice_outbox::Outbox::open_sqlite(d.join("outbox.db"), ocfg).await?
-            }
-        };
-        // Deploy first so relayed messages find their actor types.
-        for child in &app.supervisor.children {
-            host.deploy_file(child.clone(), dir).await?;
-        }
-        host.attach_outbox(outbox);
-        Ok((host, app))
     }
 
     pub(crate) fn inner(&self) -> &Arc<HostInner> {

@@ -7,12 +7,10 @@ mod admission;
 mod bindings;
 mod call;
 pub mod config;
-mod engine;
+pub mod engine;
 pub mod error;
 mod host;
 mod host_bus;
-#[doc(hidden)]
-pub mod raw;
 mod registry;
 mod reliable;
 mod slots;
@@ -20,10 +18,12 @@ mod state;
 
 pub use call::Call;
 pub use config::{
-    AppConfig, BusSettings, ChildSpec, HostConfig, IngressSettings, RateLimitSettings,
-    Subscription, SubscriptionMode, WasiGrants,
+    BusSettings, ChildSpec, HostConfig, RateLimitSettings, Subscription, SubscriptionMode,
+    WasiGrants,
 };
-pub use error::{ActorError, ErrorCode, LoadError, Overload, OverloadScope, TellReceipt};
+pub use error::{
+    ActorError, ErrorCode, HostError, LoadError, Overload, OverloadScope, TellReceipt,
+};
 pub use host::{CallOptions, Host, TypeStatus};
 pub use host_bus::{DispatchStats, SubscriptionStats};
 pub use registry::ActorId;
