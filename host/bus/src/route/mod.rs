@@ -191,6 +191,16 @@ impl Route {
         out.into_iter().map(|d| d.msg.value).collect()
     }
 
+    /// The subscriber label of this route's metrics (its actor type, for the host).
+    pub(crate) fn subscriber(&self) -> &'static str {
+        self.subscriber
+    }
+
+    /// The `n` principals holding the most queued bytes, largest first.
+    pub(crate) fn top_principals(&self, n: usize) -> Vec<(Arc<str>, usize)> {
+        self.state.lock().queue.top_principals_by_bytes(n)
+    }
+
     pub(crate) fn stats(&self) -> RouteStats {
         let st = self.state.lock();
         let q = &st.queue;
