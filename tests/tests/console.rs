@@ -507,3 +507,382 @@ fn the_committed_console_bundle_is_what_the_pinned_packages_build() {
         );
     }
 }
+
+/// Every metric family `sluice run` serves: the runtime's, the outbox's, the bus's and the
+/// CLI's. The promtool test exercises a host until each one is present, and the Grafana test
+/// checks the dashboard charts each one and nothing else.
+const FAMILIES: &[&str] = &[
+    // runtime (host/runtime/src/metrics_help.rs)
+    "sluice_turns_total",
+    "sluice_turn_seconds",
+    "sluice_queue_seconds",
+    "sluice_turns_skipped_total",
+    "sluice_deadline_exceeded_total",
+    "sluice_mailbox_refused_total",
+    "sluice_mailbox_dropped_total",
+    "sluice_actor_traps_total",
+    "sluice_actor_restarts_total",
+    "sluice_actor_stopped_total",
+    "sluice_actor_activations_total",
+    "sluice_actor_deactivations_total",
+    "sluice_actor_evictions_total",
+    "sluice_admission_refusals_total",
+    "sluice_tell_reliable_total",
+    "sluice_bus_deliveries_total",
+    "sluice_bus_delivery_retries_total",
+    "sluice_bus_publish_refused_total",
+    // CLI (host/cli/src/metrics_export.rs)
+    "sluice_mailbox_depth",
+    "sluice_mailbox_oldest_age_seconds",
+    "sluice_outbox_limiter_min_limit",
+    "sluice_outbox_limiter_max_limit",
+    // outbox (host/outbox/src/metrics_help.rs)
+    "sluice_outbox_queue_depth",
+    "sluice_outbox_oldest_pending_age_seconds",
+    "sluice_outbox_relay_delivered_total",
+    "sluice_outbox_relay_retries_total",
+    "sluice_outbox_relay_backpressure_total",
+    "sluice_outbox_relay_errors_total",
+    "sluice_outbox_relay_retry_budget_exhausted_total",
+    "sluice_outbox_relay_dead_lettered_total",
+    "sluice_outbox_relay_delivery_seconds",
+    "sluice_outbox_limiter_current_limit",
+    "sluice_outbox_limiter_in_flight",
+    "sluice_outbox_limiter_acquire_rejected_total",
+    "sluice_outbox_limiter_success_total",
+    "sluice_outbox_limiter_rejection_total",
+    "sluice_outbox_dispatch_targets_total",
+    // bus (host/bus/src/metrics.rs)
+    "sluice_bus_events_published_total",
+    "sluice_bus_receiver_lagged_total",
+    "sluice_bus_active_principals",
+    "sluice_bus_budget_bytes_in_use",
+    "sluice_bus_byte_evictions_total",
+    "sluice_bus_quantum_starved_total",
+    "sluice_bus_route_refused_total",
+    "sluice_ipc_rate_limited_total",
+    "sluice_bus_dispatcher_queues",
+    "sluice_bus_dispatch_dropped_total",
+    "sluice_bus_dispatcher_overflow_total",
+];
+
+fn promtool() -> &'static str {
+    require(
+        "promtool (Debian's prometheus package)",
+        Path::new("/usr/bin/promtool"),
+    );
+    "/usr/bin/promtool"
+}
+
+const BUSY_APP: &str = r#"
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[[supervisor.children]]
+name = "slow"
+actor_type = "Slow"
+module = "slow.wasm"
+mailbox_capacity = 1
+mailbox_strategy = "error"
+
+[[supervisor.children]]
+name = "crash"
+actor_type = "Crash"
+module = "crash.wasm"
+max_restarts = 1
+restart_window_ms = 60000
+
+[[supervisor.children]]
+name = "audit"
+actor_type = "Audit"
+module = "echo.wasm"
+keys = ["main"]
+
+[[supervisor.children]]
+name = "watch"
+actor_type = "Watch"
+module = "echo.wasm"
+keys = ["main"]
+
+[[supervisor.children]]
+name = "session"
+actor_type = "Session"
+module = "slow.wasm"
+
+[bus]
+dispatch_queue_capacity = 1
+dispatch_max_queues_per_actor_type = 1
+route_budget_bytes = 4096
+
+[bus.rate_limit]
+default_quota_bytes_per_sec = 1048576
+quotas = { "user:tiny" = 64 }
+
+[[bus.subscriptions]]
+actor_type = "Audit"
+key = "main"
+topic = "orders.*"
+mode = "routed"
+
+[[bus.subscriptions]]
+actor_type = "Watch"
+key = "main"
+topic = "orders.*"
+mode = "broadcast"
+
+[[bus.subscriptions]]
+actor_type = "Session"
+topic = "chat.*"
+mode = "dispatch"
+
+[outbox]
+partitions = 2
+
+[outbox.retry_policy]
+max_attempts = 2
+base_ms = 10
+cap_ms = 50
+"#;
+
+/// Asks `actor` as `principal` (believed on a loopback ingress without tokens).
+async fn ask_as(
+    run: &SluiceRun,
+    principal: &str,
+    actor: &str,
+    msg_type: &str,
+    body: Value,
+) -> Value {
+    let r = reqwest::Client::new()
+        .post(format!("{}/actors/{actor}/ask/{msg_type}", run.ingress))
+        .header("x-sluice-principal", principal)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    assert!(
+        status == 200,
+        "{actor} {msg_type} as {principal}: {status} {v}"
+    );
+    v
+}
+
+async fn families_served(run: &SluiceRun) -> (String, Vec<String>) {
+    let text = reqwest::get(format!("{}/metrics", run.ingress))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let families = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect();
+    (text, families)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_hosts_metrics_pass_promtool_check_metrics_with_every_family_present() {
+    let promtool = promtool();
+    let app = rust_app(&["echo", "slow", "crash"], BUSY_APP);
+    let bin = sluice_binary("sluice-console");
+    let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
+
+    // Turns, refusals of a full mailbox, tell-reliable through the outbox, dispatch with
+    // backpressure, and a dead letter.
+    for _ in 0..3 {
+        post(&format!("{}/actors/Slow/a/tell/x", run.ingress), json!(300)).await;
+    }
+    ask(
+        &run,
+        "Echo/1",
+        "tell_reliable",
+        json!({"to": "Slow/a", "msg_type": "x", "payload": "10"}),
+    )
+    .await;
+    ask(&run, "Echo/1", "dispatch", json!({"targets": ["Slow/b", "Slow/c", "Nobody/1"], "msg_type": "x", "payload": "50", "mode": "cast"})).await;
+    // Traps until the supervisor stops the actor (max_restarts = 1).
+    for _ in 0..3 {
+        post(
+            &format!("{}/actors/Crash/1/ask/boom", run.ingress),
+            json!(""),
+        )
+        .await;
+    }
+    // The bus: routed and broadcast events, a refused topic, an event larger than the route
+    // budget, dispatch to one principal's queue (capacity 1: drops) and a second principal
+    // (over the one-queue cap: overflow), and an IPC rate-limit refusal.
+    ask_as(
+        &run,
+        "user:a",
+        "Echo/1",
+        "publish",
+        json!({"topic": "orders.new", "payload": "o-1"}),
+    )
+    .await;
+    let bad = ask_as(
+        &run,
+        "user:a",
+        "Echo/1",
+        "publish",
+        json!({"topic": "orders..bad", "payload": "x"}),
+    )
+    .await;
+    assert_eq!(bad["ok"], false, "{bad}");
+    ask_as(
+        &run,
+        "user:a",
+        "Echo/1",
+        "publish",
+        json!({"topic": "orders.big", "payload": "x".repeat(5000)}),
+    )
+    .await;
+    for _ in 0..4 {
+        ask_as(
+            &run,
+            "user:a",
+            "Echo/1",
+            "publish",
+            json!({"topic": "chat.msg", "payload": "200"}),
+        )
+        .await;
+    }
+    ask_as(
+        &run,
+        "user:b",
+        "Echo/1",
+        "publish",
+        json!({"topic": "chat.msg", "payload": "1"}),
+    )
+    .await;
+    let limited = ask_as(
+        &run,
+        "user:tiny",
+        "Echo/1",
+        "tell",
+        json!({"to": "Echo/2", "msg_type": "x", "payload": "y".repeat(100)}),
+    )
+    .await;
+    assert_eq!(limited["ok"], false, "{limited}");
+
+    let start = std::time::Instant::now();
+    let (text, served) = loop {
+        let (text, served) = families_served(&run).await;
+        if FAMILIES.iter().all(|f| served.iter().any(|s| s == f)) {
+            break (text, served);
+        }
+        let missing: Vec<_> = FAMILIES
+            .iter()
+            .filter(|f| !served.iter().any(|s| s == *f))
+            .collect();
+        assert!(start.elapsed() < T, "families never served: {missing:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let unknown: Vec<_> = served
+        .iter()
+        .filter(|s| !FAMILIES.contains(&s.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "families this test does not know: {unknown:?}"
+    );
+    let help = text
+        .lines()
+        .filter(|l| l.starts_with("# HELP sluice_"))
+        .count();
+    assert_eq!(help, FAMILIES.len(), "one HELP line per family");
+
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "promtool check metrics ({} families): exit {:?}, output {said:?}",
+        FAMILIES.len(),
+        out.status.code()
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}"
+    );
+}
+
+#[test]
+fn the_alert_rules_pass_promtool_check_rules_and_their_unit_tests() {
+    let promtool = promtool();
+    let dir = root().join("ops/prometheus");
+    for args in [
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts_test.yml"],
+    ] {
+        let out = Command::new(promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("running promtool");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("promtool {}:\n{said}", args.join(" "));
+        assert!(out.status.success(), "promtool {}: {said}", args.join(" "));
+        assert!(said.contains("SUCCESS"), "{said}");
+    }
+}
+
+#[test]
+fn the_grafana_dashboard_charts_every_metric_family_and_no_other() {
+    let text = std::fs::read_to_string(root().join("ops/grafana/sluice.json")).unwrap();
+    let dash: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut used = std::collections::BTreeSet::new();
+    let panels = dash["panels"].as_array().expect("panels");
+    for p in panels.iter().filter(|p| p["type"] != "row") {
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{}", p["title"]);
+        for t in targets {
+            let expr = t["expr"].as_str().expect("an expr");
+            let mut rest = expr;
+            while let Some(i) = rest.find("sluice_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                assert!(
+                    FAMILIES.contains(&name.as_str()),
+                    "{} uses unknown {name}",
+                    p["title"]
+                );
+                used.insert(name);
+            }
+        }
+    }
+    let unused: Vec<_> = FAMILIES.iter().filter(|f| !used.contains(**f)).collect();
+    assert!(
+        unused.is_empty(),
+        "families the dashboard does not chart: {unused:?}"
+    );
+}
