@@ -297,6 +297,8 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     let backpressure = number(&b.wait("outbox:backpressure", "^[1-9]"));
     assert!(backpressure >= 1.0);
     let shot = b.screenshot("console-under-load.png");
+    // The README's picture (docs/console.png) is this one, colour-reduced.
+    b.cmd(json!({"cmd": "screenshot", "path": artifacts().join("console-readme.png"), "full_page": false}));
 
     // The load passes: the numbers follow it down.
     b.wait("outbox:pending", "^0$");

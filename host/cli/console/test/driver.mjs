@@ -9,7 +9,7 @@
 //           {"cmd":"attr","sel","name"}                     -> {"value"}
 //           {"cmd":"fill","sel","value"}                    -> {}
 //           {"cmd":"click","sel","confirm":true|false}      -> {"dialog"} (the confirm text)
-//           {"cmd":"screenshot","path"}                     -> {}
+//           {"cmd":"screenshot","path","full_page"?}        -> {} (full page unless false)
 //           {"cmd":"close"}                                 -> {}
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -93,8 +93,8 @@ const handlers = {
     // The confirm dialog opens synchronously inside the click handler.
     return { dialog: lastDialog };
   },
-  screenshot: async ({ path }) => {
-    await page.screenshot({ path, fullPage: true });
+  screenshot: async ({ path, full_page }) => {
+    await page.screenshot({ path, fullPage: full_page !== false });
     return {};
   },
   errors: async () => ({ errors: pageErrors }),
