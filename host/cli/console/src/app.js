@@ -245,7 +245,8 @@ function renderOutbox(frame) {
       const plotBox = el('div');
       div.append(plotBox);
       box.insertBefore(div, idleNote);
-      const series = ls.map((l) => ({ label: `limit p${l.partition}`, paths: uPlot.paths.stepped({ align: 1 }) }));
+      // Wider lines for lower partitions, so equal limits stay visible one under the other.
+      const series = ls.map((l, i) => ({ label: `limit p${l.partition}`, width: Math.max(1.25, 3.5 - i), paths: uPlot.paths.stepped({ align: 1 }) }));
       series.push({ label: 'in flight', stroke: '#111827', dash: [4, 3] });
       c = { div, plot: chart(plotBox, null, series, 140), partitions: ls.map((l) => l.partition) };
       limiterCharts.set(ty, c);
