@@ -599,7 +599,7 @@ const FAMILIES: &[&str] = &[
     "sluice_bus_events_published_total",
     "sluice_bus_receiver_lagged_total",
     "sluice_bus_active_principals",
-    "sluice_bus_budget_bytes_in_use",
+    "sluice_bus_budget_in_use_bytes",
     "sluice_bus_byte_evictions_total",
     "sluice_bus_quantum_starved_total",
     "sluice_bus_route_refused_total",

@@ -11,7 +11,7 @@ pub const RECEIVER_LAGGED_TOTAL: &str = "sluice_bus_receiver_lagged_total";
 /// Gauge `{subscriber}`: principals with queued messages, summed over routes.
 pub const ACTIVE_PRINCIPALS: &str = "sluice_bus_active_principals";
 /// Gauge `{subscriber}`: bytes held by routed queues, summed over routes.
-pub const BUDGET_BYTES_IN_USE: &str = "sluice_bus_budget_bytes_in_use";
+pub const BUDGET_IN_USE_BYTES: &str = "sluice_bus_budget_in_use_bytes";
 /// Counter `{subscriber, class}`: routed messages evicted (budget or per-principal cap).
 pub const BYTE_EVICTIONS_TOTAL: &str = "sluice_bus_byte_evictions_total";
 /// Counter `{subscriber, class}`: DRR turns that ended with nothing sent.
@@ -44,7 +44,7 @@ pub fn describe() {
         "Principals with queued events in routed subscriptions, by subscriber (summed over its routes)."
     );
     describe_gauge!(
-        BUDGET_BYTES_IN_USE,
+        BUDGET_IN_USE_BYTES,
         "Bytes of event payload held by routed subscription queues against their budget, by subscriber."
     );
     describe_counter!(
