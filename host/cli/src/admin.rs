@@ -319,3 +319,90 @@ async fn dlq_replay(State(state): State<Arc<AdminState>>, body: axum::body::Byte
 async fn dlq_purge(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
     dlq_op(state, body, false).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_token_comes_as_a_bearer_token_or_a_basic_password() {
+        let basic = |s: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(s)
+            )
+        };
+        assert!(authorized(
+            "t0k",
+            &headers(&[("authorization", "Bearer t0k")])
+        ));
+        assert!(authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("anyone:t0k"))])
+        ));
+        assert!(authorized(
+            "t:k",
+            &headers(&[("authorization", &basic("u:t:k"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("t0k"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("u:t0"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", "Basic !!!")])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", "Bearer t0kk")])
+        ));
+        assert!(!authorized("t0k", &headers(&[])));
+    }
+
+    #[test]
+    fn only_loopback_host_names_pass_without_a_token() {
+        for ok in [
+            "127.0.0.1:7401",
+            "127.3.2.1",
+            "localhost:1",
+            "LOCALHOST",
+            "app.localhost:9",
+            "[::1]:7401",
+            "[::1]",
+        ] {
+            assert!(host_is_loopback(&headers(&[("host", ok)])), "{ok}");
+        }
+        for bad in [
+            "rebound.example:7401",
+            "10.0.0.1:7401",
+            "localhost.evil.example",
+            "[::2]:1",
+            "[fe80::1]",
+        ] {
+            assert!(!host_is_loopback(&headers(&[("host", bad)])), "{bad}");
+        }
+        assert!(host_is_loopback(&headers(&[])), "HTTP/1.0 without Host");
+    }
+
+    #[test]
+    fn a_posted_origin_must_be_this_listener() {
+        let h = |o: &str| headers(&[("host", "127.0.0.1:7401"), ("origin", o)]);
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:7401")])));
+        assert!(same_origin(&h("http://127.0.0.1:7401")));
+        assert!(!same_origin(&h("http://127.0.0.1:7402")));
+        assert!(!same_origin(&h("http://evil.example")));
+        assert!(!same_origin(&h("null")));
+    }
+}
