@@ -2,13 +2,18 @@
 // index.html. Deterministic for a given package-lock.json, so a test can rebuild into a
 // temporary folder and compare byte for byte with the committed dist/.
 import * as esbuild from 'esbuild';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = process.argv[2] ?? join(here, 'dist');
 mkdirSync(out, { recursive: true });
+
+// uPlot is MIT-licensed: its notice travels with the bundle (its header comment is not a
+// `@license` comment, so esbuild would drop it).
+const uplotLicense = readFileSync(join(here, 'node_modules/uplot/LICENSE'), 'utf8').trim();
+const banner = `/*! Sluice console. Bundles uPlot (https://github.com/leeoniya/uPlot):\n${uplotLicense}\n*/`;
 
 await esbuild.build({
   absWorkingDir: here,
@@ -18,6 +23,7 @@ await esbuild.build({
   format: 'iife',
   target: ['es2020'],
   legalComments: 'eof',
+  banner: { js: banner, css: banner },
   charset: 'utf8',
   logLevel: 'warning',
   // The CSS imported by app.js is written beside it as app.css.
