@@ -275,14 +275,34 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     b.wait("dlq:count", "^1$");
     b.wait(&format!("dlq:{id}:attempts"), "^1$");
 
-    // A full `error` mailbox: six 3 s turns for one Slow actor.
+    // A full `error` mailbox: a 3 s turn running (waited for, so the count below does not
+    // depend on how fast the actor takes its first message), then five more for two slots.
+    let tell_slow = format!("{}/actors/Slow/full/tell/x", run.ingress);
+    assert_eq!(post(&tell_slow, json!(3000)).await.0, 202);
+    let start = std::time::Instant::now();
+    loop {
+        let s: Value = reqwest::get(format!("{}/admin/status", run.admin))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let slow = s["actor_types"]
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["actor_type"] == "Slow").cloned())
+            .expect("Slow in status");
+        if slow["active"] == 1 && slow["queued"] == 0 && s["inflight_turns"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(
+            start.elapsed() < T,
+            "the first Slow turn never started: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let mut refused = 0;
-    for _ in 0..6 {
-        let (status, _) = post(
-            &format!("{}/actors/Slow/full/tell/x", run.ingress),
-            json!(3000),
-        )
-        .await;
+    for _ in 0..5 {
+        let (status, _) = post(&tell_slow, json!(3000)).await;
         if status == 429 {
             refused += 1;
         }
@@ -309,9 +329,10 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     let now = b.wait("limiter:Sink:now", r"p\d [1-7] ");
     assert!(now.contains("(min 1, max 16)"), "{now}");
     b.wait("type:Sink:turns_per_s", r"^[1-9]");
-    // 150 ms turns: the log-scale histogram's median lies within its 12.5 % bucket.
-    let p50 = b.wait("type:Sink:p50_ms", r"^1[3-6]\d ms$");
-    assert!((130.0..170.0).contains(&number(&p50)), "{p50}");
+    // 150 ms turns: the median of a second's turns, from the log-scale histogram (buckets of
+    // 12.5 %), is about that (a loaded machine may stretch a turn, never shorten it).
+    let p50 = b.wait("type:Sink:p50_ms", r"^1\d\d ms$");
+    assert!((130.0..200.0).contains(&number(&p50)), "{p50}");
     let backpressure = number(&b.wait("outbox:backpressure", "^[1-9]"));
     assert!(backpressure >= 1.0);
     let shot = b.screenshot("console-under-load.png");
