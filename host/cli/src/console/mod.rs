@@ -6,6 +6,7 @@
 //! loopback, the admin token everywhere else. The DLQ panel calls the admin API itself.
 
 mod assets;
+pub mod frame;
 pub mod recorder;
 pub mod sampler;
 
@@ -22,8 +23,9 @@ use futures_util::Stream;
 use sluice_runtime::Host;
 use tokio::task::JoinHandle;
 
+pub use frame::Frame;
 pub use recorder::ConsoleRecorder;
-pub use sampler::{ConsoleConfig, Frame, Frames};
+pub use sampler::{ConsoleConfig, Frames};
 
 /// The path the console is served under.
 pub const PATH: &str = "/ui";
