@@ -11,6 +11,7 @@ mod engine;
 pub mod error;
 mod host;
 mod host_bus;
+pub mod metrics_help;
 #[doc(hidden)]
 pub mod raw;
 mod registry;
