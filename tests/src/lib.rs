@@ -121,14 +121,16 @@ pub struct SluiceRun {
 impl SluiceRun {
     /// Starts `bin run app --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 ARGS…` with `env`
     /// added to the test's environment, and waits (bounded) until it prints both addresses.
+    /// A `--listen` or `--admin-listen` in `args` replaces the default one.
     pub async fn start(bin: &Path, app: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(bin);
-        cmd.arg("run")
-            .arg(app)
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.arg("run").arg(app);
+        for flag in ["--listen", "--admin-listen"] {
+            if !args.contains(&flag) {
+                cmd.args([flag, "127.0.0.1:0"]);
+            }
+        }
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }

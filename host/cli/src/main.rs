@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use sluice_cli::{admin, client, ingress};
+use sluice_cli::{admin, client, console, ingress};
 
 #[derive(Parser)]
 #[command(
@@ -277,7 +277,9 @@ async fn run(
         app_dir.display()
     );
     println!("sluice: ingress on http://{}", ingress_l.local_addr()?);
-    println!("sluice: admin on http://{}", admin_l.local_addr()?);
+    let admin_addr = admin_l.local_addr()?;
+    println!("sluice: admin on http://{admin_addr}");
+    println!("sluice: console on http://{admin_addr}{}", console::PATH);
     let auth = ingress::IngressAuth::new(&app.ingress, listen.ip().is_loopback());
     if auth.requires_token() {
         println!(
@@ -286,7 +288,12 @@ async fn run(
         );
     }
     let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
-    let admin = axum::serve(admin_l, admin::router(host.clone(), admin_token));
+    sluice_cli::metrics_export::export_outbox_config(&host);
+    let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
+    let admin = axum::serve(
+        admin_l,
+        admin::router_with_console(host.clone(), admin_token, &console),
+    );
     tokio::select! {
         r = ingress => r?,
         r = admin => r?,

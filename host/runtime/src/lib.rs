@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 mod host;
 mod host_bus;
+pub mod metrics_help;
 mod registry;
 mod reliable;
 mod slots;
