@@ -109,7 +109,7 @@ async fn bench() -> anyhow::Result<()> {
         let raw_rate = per as f64 / t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         for _ in 0..per {
-            host.tell_to(&id, "echo", payload.clone()).unwrap();
+            host.tell_to(&id, "echo", payload.clone()).await.unwrap();
         }
         let enqueued = t0.elapsed();
         host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
@@ -201,11 +201,13 @@ async fn bench() -> anyhow::Result<()> {
 
     // 4. Refusal: tells into a full error mailbox.
     let slow = ActorId::parse("Slow/full")?;
-    host.tell_to(&slow, "sleep", b"5000".to_vec()).unwrap();
+    host.tell_to(&slow, "sleep", b"5000".to_vec())
+        .await
+        .unwrap();
     while host.inflight_turns() == 0 {
         tokio::task::yield_now().await;
     }
-    let _ = host.tell_to(&slow, "sleep", Vec::new());
+    let _ = host.tell_to(&slow, "sleep", Vec::new()).await;
     // Ten rounds, each timed on its own: the median round is the figure (the VM's speed
     // drifts between and within runs), the fastest and slowest are printed beside it.
     let rounds = 10;
@@ -216,7 +218,7 @@ async fn bench() -> anyhow::Result<()> {
     for _ in 0..rounds {
         let t = Instant::now();
         for _ in 0..r {
-            if host.tell_to(&slow, "sleep", Vec::new()).is_err() {
+            if host.tell_to(&slow, "sleep", Vec::new()).await.is_err() {
                 refused += 1;
             }
         }

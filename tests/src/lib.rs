@@ -244,6 +244,17 @@ pub async fn wait_until<F: FnMut() -> bool>(bound: Duration, what: &str, mut con
     }
 }
 
+/// Runs a future that completes without waiting — a tell into a local mailbox — in one poll,
+/// for the sync conditions of [`wait_until`]. Panics if it would wait.
+pub fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("expected a future that completes at once"),
+    }
+}
+
 /// Parses a JSON reply.
 pub fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| {

@@ -624,6 +624,7 @@ async fn dispatch_isolates_a_stuck_principal_and_counts_what_its_full_queue_drop
         json!({"to": "Slow/x", "msg_type": "sleep", "payload": "8000", "timeout_ms": 15000})
             .to_string(),
     )
+    .await
     .unwrap();
     host.publish("evt.d.x", "alice:1", Some("alice")).unwrap();
     // alice:1 is in Echo/alice's mailbox; her consumer waits for that turn.

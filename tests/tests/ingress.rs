@@ -177,7 +177,9 @@ async fn ingress_answers_with_typed_status_codes() {
     })
     .await;
     for ty in ["Newest", "Oldest"] {
-        host.tell(&format!("{ty}/1"), "sleep", "1000").unwrap();
+        host.tell(&format!("{ty}/1"), "sleep", "1000")
+            .await
+            .unwrap();
     }
     wait_until(Duration::from_secs(10), "both held in a turn", || {
         host.inflight_turns() == 2
@@ -362,7 +364,7 @@ async fn deploy_replaces_a_module_while_messages_are_in_flight_and_loses_none() 
     let sender = tokio::spawn(async move {
         for i in 0..3000 {
             let req = json!({"to": "Tally/t", "msg_type": "record", "payload": i.to_string()});
-            h.tell("Relay/k", "tell", req.to_string()).unwrap();
+            h.tell("Relay/k", "tell", req.to_string()).await.unwrap();
             if i % 100 == 0 {
                 tokio::task::yield_now().await;
             }

@@ -278,6 +278,7 @@ async fn tell(
     match state
         .host
         .tell_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
+        .await
     {
         Ok(r) => {
             let receipt = match r {

@@ -229,17 +229,6 @@ impl fmt::Display for ActorError {
 
 impl std::error::Error for ActorError {}
 
-/// What became of a `tell`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TellReceipt {
-    /// Queued, nothing dropped.
-    Queued,
-    /// Queued after the mailbox's `drop_oldest` strategy discarded the oldest message.
-    DisplacedOldest,
-    /// The mailbox's `drop_newest` strategy discarded this message.
-    DroppedNewest,
-}
-
 /// Why a host could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
