@@ -518,3 +518,99 @@ async fn ingress_principal_comes_from_a_token_not_from_an_unauthenticated_header
         "{body}"
     );
 }
+
+/// One rule for msg_type wherever it enters: the Rust `Host` API, and a guest's tell, ask,
+/// schedule, tell-reliable and dispatch (checked before anything is queued or stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msg_type_is_checked_wherever_it_enters() {
+    let host = host_with(
+        test_config(),
+        vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
+    )
+    .await;
+    let t = Duration::from_secs(30);
+    let message = |got: &str| {
+        format!(
+            "INVALID_ARGUMENT: msg_type must be 1..=256 bytes without control characters, got {got}"
+        )
+    };
+    let long = "m".repeat(300);
+    let bad = [
+        ("", "an empty one".to_string()),
+        ("a\nb", r#""a\nb""#.to_string()),
+        ("cr\r", r#""cr\r""#.to_string()),
+        (long.as_str(), "300 bytes".to_string()),
+    ];
+
+    // The Rust API.
+    let id = sluice_runtime::ActorId::parse("Echo/a").unwrap();
+    for (msg_type, got) in &bad {
+        let want = message(got);
+        let e = host.tell("Echo/a", msg_type, "x").unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let e = host.tell_to(&id, msg_type, b"x".to_vec()).unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let e = host.ask("Echo/a", msg_type, "x", t).await.unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let e = host.call("Echo/a").ask(msg_type, "x").await.unwrap_err();
+        assert_eq!(e.to_string(), want);
+        // Refused as bad input, not as "no outbox on this host".
+        let e = host
+            .tell_reliable("Echo/a", msg_type, "x")
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
+
+    // A guest's calls (the echo actor reports the error it got).
+    for (msg_type, got) in &bad {
+        let want = message(got);
+        for (op, req) in [
+            (
+                "tell",
+                json!({"to": "Echo/b", "msg_type": msg_type, "payload": "x"}),
+            ),
+            (
+                "ask",
+                json!({"to": "Echo/b", "msg_type": msg_type, "payload": "x"}),
+            ),
+            (
+                "schedule",
+                json!({"delay_ms": 1, "msg_type": msg_type, "payload": "x"}),
+            ),
+            (
+                "tell_reliable",
+                json!({"to": "Echo/b", "msg_type": msg_type, "payload": "x"}),
+            ),
+            (
+                "dispatch",
+                json!({"targets": ["Echo/b"], "msg_type": msg_type, "payload": "x"}),
+            ),
+        ] {
+            // An empty dispatch msg_type means the default ("dispatch"): not an error.
+            if op == "dispatch" && msg_type.is_empty() {
+                continue;
+            }
+            let reply =
+                sluice_tests::json(&host.ask("Echo/a", op, req.to_string(), t).await.unwrap());
+            assert_eq!(reply["ok"], false, "{op} {got}: {reply}");
+            assert_eq!(reply["error"]["code"], "invalid-argument", "{op}: {reply}");
+            assert_eq!(reply["error"]["message"], want, "{op}: {reply}");
+        }
+    }
+    // Nothing reached Echo/b, and a good msg_type still goes through.
+    assert!(sluice_tests::recorded_by(&host, "Echo/b").await.is_empty());
+    let reply = sluice_tests::json(
+        &host
+            .ask(
+                "Echo/a",
+                "tell",
+                json!({"to": "Echo/b", "msg_type": "record", "payload": "fine"}).to_string(),
+                t,
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(sluice_tests::recorded_by(&host, "Echo/b").await, ["fine"]);
+}

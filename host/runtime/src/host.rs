@@ -18,7 +18,7 @@ use crate::config::{AppConfig, ChildSpec, HostConfig, Subscription};
 use crate::engine::{ComponentCache, EpochTicker, build_engine};
 use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
 use crate::host_bus::{HostBus, SubscriptionStats};
-use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
+use crate::registry::{ActorId, ActorType, ModuleVersion, Registry, validate_msg_type};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
 use crate::slots::{self, Slots};
 use crate::state::StoreState;
@@ -92,6 +92,8 @@ impl HostInner {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<DeliveryPath, ActorError> {
+        // Bad input is refused before it can be stored for retrying.
+        validate_msg_type(&msg_type)?;
         let Some(outbox) = self.outbox.get() else {
             return Err(ActorError::unavailable(
                 "the outbox is not enabled on this host",
@@ -133,6 +135,9 @@ impl HostInner {
         self: &Arc<Self>,
         msgs: Vec<sluice_outbox::NewMessage>,
     ) -> Result<sluice_outbox::DispatchResult, ActorError> {
+        for m in &msgs {
+            validate_msg_type(&m.msg_type)?;
+        }
         let Some(outbox) = self.outbox.get() else {
             return Err(ActorError::unavailable(
                 "the outbox is not enabled on this host",
@@ -310,13 +315,14 @@ impl HostInner {
         self.tell(&id, msg_type, payload, opts)
     }
 
-    pub fn tell<M: Into<String>>(
+    pub fn tell<M: Into<String> + AsRef<str>>(
         self: &Arc<Self>,
         id: &ActorId,
         msg_type: M,
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
+        validate_msg_type(msg_type.as_ref())?;
         self.check_payload(payload.len())?;
         // Only an explicit deadline can have passed already; otherwise the clock is read when
         // the message is built, so a refusal by a full mailbox reads no clock.
@@ -354,6 +360,7 @@ impl HostInner {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<Vec<u8>, ActorError> {
+        validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
         if opts.sender.as_ref() == Some(id) {
             return Err(ActorError::invalid_argument(
@@ -409,6 +416,7 @@ impl HostInner {
         payload: Vec<u8>,
         principal: Arc<str>,
     ) -> Result<(), ActorError> {
+        validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
         let ty = self
             .registry
