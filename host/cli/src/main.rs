@@ -284,7 +284,7 @@ async fn run(
             app.ingress.tokens.len()
         );
     }
-    let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
+    let ingress = ingress::serve(ingress_l, ingress::router_with(host.clone(), auth));
     sluice_cli::metrics_export::export_outbox_config(&host);
     let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
     let admin = axum::serve(
