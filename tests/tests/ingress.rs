@@ -873,3 +873,40 @@ async fn msg_type_is_checked_wherever_it_enters() {
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(sluice_tests::recorded_by(&host, "Echo/b").await, ["fine"]);
 }
+
+/// The admin API's extractors answer in its JSON too: a query string that does not parse,
+/// and a body that cannot be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_api_extractor_rejections_are_typed_json() {
+    let host = host_with(test_config(), vec![]).await;
+    let admin = serve(sluice_cli::admin::router(host.clone(), None)).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("http://{admin}/admin/dlq?limit=many"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap(),
+        json!({"code": "invalid-argument",
+            "message": "INVALID_ARGUMENT: Failed to deserialize query string: limit: invalid digit found in string"})
+    );
+    // A chunked body whose chunk size is not hex: hyper fails the body, the handler's
+    // extractor is refused.
+    for path in ["/admin/deploy", "/admin/dlq/replay", "/admin/dlq/purge"] {
+        let mut tcp = tokio::net::TcpStream::connect(admin).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"
+        );
+        let (status, headers, body) = exchange(&mut tcp, request.as_bytes()).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+            json!({"code": "invalid-argument", "message": "INVALID_ARGUMENT: Failed to buffer the request body: error reading a body from connection"}),
+            "{path}"
+        );
+    }
+}
