@@ -874,6 +874,58 @@ async fn msg_type_is_checked_wherever_it_enters() {
     assert_eq!(sluice_tests::recorded_by(&host, "Echo/b").await, ["fine"]);
 }
 
+/// `sluice call` against a real `sluice run`: each part of the address goes as one
+/// percent-encoded segment, and a refusal prints the host's typed JSON, exit code 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_call_sends_any_key_and_prints_typed_refusals() {
+    let dir = sluice_tests::rust_app(
+        &["echo"],
+        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
+    );
+    let bin = sluice_tests::sluice_binary("sluice-ingress-call");
+    let run = sluice_tests::SluiceRun::start(&bin, dir.path(), &[], &[]).await;
+    let call = |actor: &str, msg_type: &str| {
+        std::process::Command::new(&bin)
+            .args(["call", actor, msg_type, "--host", &run.ingress])
+            .output()
+            .unwrap()
+    };
+    // A key with `/`, `?`, `#`, `%` and a space arrives whole.
+    let out = call("Echo/a/b?c#d%20 e", "whoami");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sluice_tests::json(&out.stdout)["self_id"],
+        "Echo/a/b?c#d%20 e"
+    );
+    // A newline in msg_type reaches the host, which refuses it.
+    let out = call("Echo/1", "a\nb");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut lines = stderr.lines();
+    let body: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        body,
+        typed(
+            "invalid-argument",
+            r#"INVALID_ARGUMENT: msg_type must be 1..=256 bytes without control characters, got "a\nb""#
+        )
+    );
+    assert_eq!(lines.next(), Some("error: ask failed with HTTP 400"));
+    assert_eq!(lines.next(), None);
+    // A msg_type too long for any HTTP request line: refused before sending, briefly.
+    let out = call("Echo/1", &"m".repeat(100_000));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        "error: the request could not be sent as HTTP: builder error: Parsed Url is not a valid Uri"
+    );
+}
+
 /// The admin API's extractors answer in its JSON too: a query string that does not parse,
 /// and a body that cannot be read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -241,7 +241,10 @@ async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
         println!("{body}");
         Ok(())
     } else {
-        eprintln!("{body}");
+        // The host's typed JSON error, as it sent it (nothing to print for an empty body).
+        if !body.trim().is_empty() {
+            eprintln!("{body}");
+        }
         bail!("{verb} failed with HTTP {}", out.status)
     }
 }
