@@ -240,7 +240,10 @@ async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
         println!("{body}");
         Ok(())
     } else {
-        eprintln!("{body}");
+        // The host's typed JSON error, as it sent it (nothing to print for an empty body).
+        if !body.trim().is_empty() {
+            eprintln!("{body}");
+        }
         bail!("{verb} failed with HTTP {}", out.status)
     }
 }
@@ -287,7 +290,7 @@ async fn run(
             app.ingress.tokens.len()
         );
     }
-    let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
+    let ingress = ingress::serve(ingress_l, ingress::router_with(host.clone(), auth));
     sluice_cli::metrics_export::export_outbox_config(&host);
     let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
     let admin = axum::serve(

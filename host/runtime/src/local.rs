@@ -19,7 +19,7 @@ use crate::actor::supervisor;
 use crate::admission::Admission;
 use crate::call::{CallOptions, TellReceipt};
 use crate::error::{ActorError, ErrorCode};
-use crate::id::ActorId;
+use crate::id::{ActorId, validate_msg_type};
 use crate::message::{Message, Reply};
 use crate::route::{Outgoing, Route};
 
@@ -198,6 +198,7 @@ impl Local {
         payload: Vec<u8>,
         opts: &CallOptions,
     ) -> Result<TellReceipt, ActorError> {
+        validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
         let stamped = match opts.deadline {
             Some(_) => Some(self.resolve_deadline(opts, id)?),
@@ -223,6 +224,7 @@ impl Local {
         payload: Vec<u8>,
         opts: &CallOptions,
     ) -> Result<Vec<u8>, ActorError> {
+        validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
         if opts.sender.as_ref() == Some(id) {
             return Err(ActorError::invalid_argument(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::call::CallOptions;
 use crate::error::{ActorError, ErrorCode};
-use crate::id::ActorId;
+use crate::id::{ActorId, validate_msg_type};
 use crate::local::Local;
 
 /// Arms a timer delivering `msg_type` to `id` after `delay`.
@@ -21,6 +21,7 @@ pub(crate) fn schedule(
     payload: Vec<u8>,
     principal: Arc<str>,
 ) -> Result<(), ActorError> {
+    validate_msg_type(&msg_type)?;
     let max_payload = local.env.config.max_payload_bytes;
     if payload.len() > max_payload {
         return Err(ActorError::invalid_argument(format!(

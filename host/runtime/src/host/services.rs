@@ -11,7 +11,7 @@ use crate::bindings::wit;
 use crate::call::{CallOptions, DeliveryPath, TellReceipt};
 use crate::error::ActorError;
 use crate::guest::GuestHost;
-use crate::id::ActorId;
+use crate::id::{ActorId, validate_msg_type};
 use crate::reliable::{self, RuntimeDelivery, outbox_error};
 use crate::timers;
 
@@ -47,8 +47,10 @@ impl HostInner {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<DeliveryPath, ActorError> {
-        let outbox = self.attached_outbox()?;
+        // Bad input is refused before it can be stored for retrying.
+        validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
+        let outbox = self.attached_outbox()?;
         reliable::tell_reliable(&self.routes, outbox, id, msg_type, payload, opts).await
     }
 }
@@ -97,6 +99,9 @@ impl GuestHost for HostInner {
     ) -> Result<wit::DispatchResult, ActorError> {
         let msgs =
             reliable::dispatch_messages(&req, me, principal, self.env.config.max_payload_bytes)?;
+        for m in &msgs {
+            validate_msg_type(&m.msg_type)?;
+        }
         // Charged as the bytes it sends: one payload per target.
         let bytes = req.payload.len().saturating_mul(req.targets.len());
         self.check_ipc(me, principal, bytes)?;
