@@ -9,6 +9,10 @@
 //!   member (its entry expired `member_ttl` after its last heartbeat, or it left), and only
 //!   by a compare-and-set on the entry's revision, so of several takers exactly one wins.
 //!
+//! Claimers must be live members (`me` = [`Membership::owner`](crate::membership::Membership::owner),
+//! while it holds its lease): an entry whose owner is not a member is fair game for any taker,
+//! so a claim made under an identity that never joined is taken over at once.
+//!
 //! Keys are `<escaped type>.<escaped key>` (names.rs), so one type's actors share a prefix.
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -246,6 +246,14 @@ impl Membership {
         &self.shared.incarnation
     }
 
+    /// This member incarnation as a directory owner: what it claims actors as.
+    pub fn owner(&self) -> crate::directory::Owner {
+        crate::directory::Owner {
+            node: self.shared.node.clone(),
+            incarnation: self.shared.incarnation.clone(),
+        }
+    }
+
     /// The live members now (a snapshot; cheap to clone).
     pub fn view(&self) -> Arc<MemberView> {
         self.shared.view_tx.borrow().clone()
