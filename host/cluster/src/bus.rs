@@ -204,6 +204,14 @@ impl Bus {
                 op: "subscribe",
                 reason: e.to_string(),
             })?;
+        // Events published after this returns reach the subscription.
+        self.conn
+            .round_trip()
+            .await
+            .map_err(|reason| BusError::Nats {
+                op: "subscribe",
+                reason,
+            })?;
         let names = self.conn.names().clone();
         let me = self.conn.node_id().to_string();
         let max = self.max_payload;

@@ -281,6 +281,22 @@ impl Connection {
         self.events.subscribe()
     }
 
+    /// Returns once the server has processed everything this connection sent before (e.g. a
+    /// subscription is in place for other connections' publishes). `flush` only empties the
+    /// socket buffer; this is a request to a subject nobody serves, which the server answers
+    /// "no responders" in order after the earlier protocol.
+    pub async fn round_trip(&self) -> Result<(), String> {
+        let subject = format!("_SLUICE.sync.{}", uuid::Uuid::new_v4().simple());
+        let request = async_nats::Request::new()
+            .payload(bytes::Bytes::new())
+            .timeout(Some(Duration::from_secs(10)));
+        match self.client.send_request(subject, request).await {
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// The largest message the server accepts (its `max_payload`).
     pub fn server_max_payload(&self) -> usize {
         self.client.server_info().max_payload

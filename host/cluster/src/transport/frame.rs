@@ -385,3 +385,162 @@ pub fn decode_reply(frame: &Bytes, limits: &Limits) -> Result<Vec<Outcome>, Deco
     r.finish()?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn call(kind: CallKind, payload: &[u8]) -> Call {
+        Call {
+            kind,
+            target: "Counter/ключ.1".into(),
+            msg_type: "incr".into(),
+            payload: Bytes::copy_from_slice(payload),
+            sender: Some("Caller/9".into()),
+            principal: Some("alice".into()),
+            deadline_ms: Some(1234),
+            internal: true,
+        }
+    }
+
+    #[test]
+    fn a_request_round_trips_every_field() {
+        let calls = vec![
+            call(CallKind::Ask, b"x"),
+            Call {
+                sender: None,
+                principal: None,
+                deadline_ms: None,
+                internal: false,
+                ..call(CallKind::Tell, b"")
+            },
+        ];
+        let frame = encode_request("h1", &calls);
+        let r = decode_request(&frame, &Limits::default()).unwrap();
+        assert_eq!(r.origin, "h1");
+        assert_eq!(r.calls, calls.into_iter().map(Ok).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_small_tell_costs_few_bytes_on_the_wire() {
+        let c = Call {
+            sender: None,
+            principal: None,
+            deadline_ms: None,
+            internal: false,
+            target: "Counter/1".into(),
+            ..call(CallKind::Tell, &[0; 64])
+        };
+        // 4 header + 3 origin + 1 count + 1 flags + 10 target + 5 type + 1 len + 64 payload.
+        assert_eq!(encode_request("h1", &[c]).len(), 89);
+    }
+
+    #[test]
+    fn replies_round_trip_every_outcome() {
+        let outcomes = vec![
+            Outcome::Replied(Bytes::from_static(b"ok")),
+            Outcome::Receipt(TellReceipt::DroppedNewest),
+            Outcome::Failed(ErrorRecord::mailbox_full(17)),
+            Outcome::Failed(ErrorRecord::overloaded(OverloadScope::Actor, 9, 8)),
+            Outcome::Failed(ErrorRecord::deadline_exceeded(true)),
+        ];
+        let frame = encode_reply(&outcomes);
+        assert_eq!(decode_reply(&frame, &Limits::default()).unwrap(), outcomes);
+    }
+
+    #[test]
+    fn an_oversize_payload_refuses_that_call_only() {
+        let limits = Limits {
+            max_payload_bytes: 4,
+            max_batch: 8,
+        };
+        let frame = encode_request(
+            "h",
+            &[
+                call(CallKind::Tell, b"1234"),
+                call(CallKind::Tell, b"12345"),
+                call(CallKind::Tell, b""),
+            ],
+        );
+        let r = decode_request(&frame, &limits).unwrap();
+        assert!(r.calls[0].is_ok() && r.calls[2].is_ok());
+        let e = r.calls[1].clone().unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message,
+            "INVALID_ARGUMENT: payload of 5 bytes exceeds max_payload_bytes=4"
+        );
+    }
+
+    #[test]
+    fn foreign_and_future_frames_are_typed_errors() {
+        let l = Limits::default();
+        let d = |b: &'static [u8]| decode_request(&Bytes::from_static(b), &l).unwrap_err();
+        assert_eq!(d(b"hello"), DecodeError::BadMagic);
+        assert_eq!(d(b""), DecodeError::Truncated);
+        assert_eq!(
+            d(b"SL\x09\x01"),
+            DecodeError::Version {
+                found: 9,
+                supported: 1
+            }
+        );
+        assert_eq!(d(b"SL\x01\x02"), DecodeError::Kind(2));
+        assert!(matches!(
+            d(b"SL\x01\x01\x01h\x00"),
+            DecodeError::BatchSize { count: 0, .. }
+        ));
+        assert!(matches!(
+            d(b"SL\x01\x01\x01h\x01\x80"),
+            DecodeError::Tag { value: 0x80, .. }
+        ));
+        let mut frame = encode_request("h", &[call(CallKind::Ask, b"p")]).to_vec();
+        frame.push(0);
+        assert_eq!(
+            decode_request(&Bytes::from(frame), &l).unwrap_err(),
+            DecodeError::Trailing(1)
+        );
+        let many = Limits { max_batch: 2, ..l };
+        let three = encode_request("h", &vec![call(CallKind::Tell, b""); 3]);
+        assert!(matches!(
+            decode_request(&three, &many).unwrap_err(),
+            DecodeError::BatchSize { count: 3, max: 2 }
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let b = Bytes::from(bytes);
+            let _ = decode_request(&b, &Limits::default());
+            let _ = decode_reply(&b, &Limits::default());
+        }
+
+        #[test]
+        fn truncating_a_valid_frame_is_always_an_error(cut in 0usize..60) {
+            let frame = encode_request("h1", &[call(CallKind::Ask, b"payload")]);
+            let cut = cut.min(frame.len() - 1);
+            prop_assert!(decode_request(&frame.slice(..cut), &Limits::default()).is_err());
+        }
+
+        #[test]
+        fn requests_round_trip(
+            target in "[A-Za-z]{1,8}/\\PC{1,20}",
+            msg_type in "[a-z]{0,10}",
+            payload in proptest::collection::vec(any::<u8>(), 0..100),
+            deadline in proptest::option::of(any::<u64>()),
+            ask in any::<bool>(),
+            internal in any::<bool>(),
+        ) {
+            let c = Call {
+                kind: if ask { CallKind::Ask } else { CallKind::Tell },
+                target, msg_type, payload: payload.into(), sender: None,
+                principal: Some("p".into()), deadline_ms: deadline, internal,
+            };
+            let frame = encode_request("n", std::slice::from_ref(&c));
+            let r = decode_request(&frame, &Limits::default()).unwrap();
+            prop_assert_eq!(r.calls, vec![Ok(c)]);
+        }
+    }
+}

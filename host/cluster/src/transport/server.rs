@@ -99,6 +99,7 @@ impl Default for ServerConfig {
 pub struct Server {
     task: JoinHandle<()>,
     subject: String,
+    conn: Connection,
 }
 
 impl Server {
@@ -114,11 +115,8 @@ impl Server {
             .subscribe(subject.clone())
             .await
             .map_err(|e| TransportError::Subscribe(e.to_string()))?;
-        // The subscription is registered once the server has seen it.
-        client
-            .flush()
-            .await
-            .map_err(|e| TransportError::Subscribe(e.to_string()))?;
+        // Serving starts once the server has registered the subscription.
+        conn.round_trip().await.map_err(TransportError::Subscribe)?;
         let state = Arc::new(State {
             client,
             handler,
@@ -131,7 +129,11 @@ impl Server {
                 state.handle(msg).await;
             }
         });
-        Ok(Self { task, subject })
+        Ok(Self {
+            task,
+            subject,
+            conn: conn.clone(),
+        })
     }
 
     /// The subject served.
@@ -139,9 +141,14 @@ impl Server {
         &self.subject
     }
 
-    /// Stops serving (callers then get UNAVAILABLE: no responders).
-    pub fn stop(self) {
+    /// Stops serving; once it returns, callers get UNAVAILABLE (no responders). Asks already
+    /// handed to the handler still get their replies.
+    pub async fn stop(mut self) {
         self.task.abort();
+        // The subscription goes with the task (its drop unsubscribes); wait for that, then for
+        // the server to have processed the unsubscribe.
+        let _ = (&mut self.task).await;
+        let _ = self.conn.round_trip().await;
     }
 }
 
