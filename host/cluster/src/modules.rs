@@ -346,7 +346,7 @@ impl ModuleStore {
     ) -> Result<impl Stream<Item = Result<CurrentModule, ModuleError>> + use<>, ModuleError> {
         let watch = self
             .kv
-            .watch("current.>")
+            .watch_with_history("current.>")
             .await
             .map_err(|e| nats("watch")(&e))?;
         Ok(watch.filter_map(|entry| {
