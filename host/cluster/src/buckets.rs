@@ -21,6 +21,12 @@ pub enum BucketError {
         /// JetStream's reason.
         reason: String,
     },
+    /// The bucket exists in memory storage: a NATS restart would lose every entry, and with it
+    /// the guarantee that a member's entry outlives its lease (docs/cluster.md).
+    #[error(
+        "cluster: bucket {0} uses memory storage; the cluster needs file storage (delete it and let a host recreate it)"
+    )]
+    MemoryStorage(String),
     /// The bucket exists with another expiry (hosts configured with different `member_ttl_ms`).
     #[error(
         "cluster: bucket {bucket} expires entries after {existing:?}, this host is configured for {wanted:?}: every host of a cluster needs the same member_ttl_ms"
@@ -79,6 +85,9 @@ pub(crate) async fn open_kv(conn: &Connection, spec: KvSpec) -> Result<kv::Store
         }
     };
     let status = store.status().await.map_err(|e| open_err(&e))?;
+    if status.info.config.storage == StorageType::Memory {
+        return Err(BucketError::MemoryStorage(spec.bucket));
+    }
     let existing = status.info.config.max_age;
     if existing != spec.max_age {
         return Err(BucketError::AgeMismatch {

@@ -223,6 +223,29 @@ async fn hosts_configured_with_different_ttls_are_refused() {
 }
 
 #[tokio::test]
+async fn a_members_bucket_in_memory_storage_is_refused() {
+    let server = nats().await;
+    let a = host(&server.url(), "m10", "a", TTL_MS).await;
+    a.jetstream()
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: a.names().members_bucket(),
+            max_age: Duration::from_millis(TTL_MS),
+            storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let err = Membership::join(&a, timings(), BTreeMap::new())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(err, MembershipError::Bucket(BucketError::MemoryStorage(_))),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_lease_lapses_without_nats_and_comes_back_after_a_short_outage() {
     let mut server = nats().await;
     let a = host(&server.url(), "m6", "a", TTL_MS).await;
