@@ -263,7 +263,13 @@ impl ModuleStore {
             })?
             .size as u64;
         let key = format!("current.{}", escape_token(actor_type));
-        for _ in 0..8 {
+        // Each round one of the concurrent deployers wins; losers retry after a short random
+        // pause (deploys of one type racing are rare; the bound keeps a flapping one finite).
+        for attempt in 0..64 {
+            if attempt > 0 {
+                let jitter = 1 + (uuid::Uuid::new_v4().as_u128() % 8) as u64;
+                tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+            }
             let existing = self
                 .kv
                 .entry(key.as_str())
