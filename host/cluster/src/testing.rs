@@ -111,13 +111,28 @@ impl NatsServer {
     async fn spawn(&mut self) -> Result<(), TestServerError> {
         let conf = self.write_config()?;
         let log = std::fs::File::create(self.dir.join("server.log"))?;
-        let child = Command::new(&self.binary)
-            .arg("-c")
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("-c")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl, which
+        // is async-signal-safe. It makes the kernel SIGKILL the server when the thread that
+        // spawned it exits, so a test process that is killed (timeout, panic in a signal
+        // handler) never leaves a server running. The spawning thread is the test's or a
+        // runtime worker, both of which outlive the NatsServer value.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
         let ports_file = self.dir.join(format!("nats-server_{}.ports", child.id()));
         self.child = Some(child);
         let start = Instant::now();
