@@ -332,6 +332,12 @@ impl Directory {
     }
 }
 
+/// The stored value of an entry owned by `owner` (what one live actor costs in the bucket,
+/// besides its key).
+pub fn entry_value(owner: &Owner) -> Vec<u8> {
+    encode(owner)
+}
+
 fn encode(owner: &Owner) -> Vec<u8> {
     let stored = Stored {
         owner: owner.clone(),
