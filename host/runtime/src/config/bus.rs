@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::limits as range;
 use crate::error::LoadError;
 
 /// How a subscription takes events off the bus.
@@ -212,32 +213,52 @@ impl BusSettings {
         self
     }
 
-    /// Rejects settings that cannot work, and every bad subscription pattern.
+    /// Rejects settings that cannot work (every number in its range), and every bad
+    /// subscription pattern.
     pub fn validate(&self) -> Result<(), LoadError> {
-        let bad = |m: &str| Err(LoadError::Config(m.to_string()));
-        if self.broadcast_capacity == 0 || self.broadcast_capacity > 1 << 20 {
-            return bad("bus.broadcast_capacity must be in 1..=1048576");
-        }
-        if self.route_budget_bytes == 0 {
-            return bad("bus.route_budget_bytes must be positive");
-        }
-        if self.max_per_principal == 0 {
-            return bad("bus.max_per_principal must be positive");
-        }
-        if self.min_quantum_bytes == 0 {
-            return bad("bus.min_quantum_bytes must be positive");
-        }
-        if self.delivery_window == 0 || self.delivery_window > 1024 {
-            return bad("bus.delivery_window must be in 1..=1024");
-        }
-        if self.dispatch_queue_capacity == 0 || self.dispatch_queue_capacity > 1 << 16 {
-            return bad("bus.dispatch_queue_capacity must be in 1..=65536");
-        }
-        if self.dispatch_idle_ms == 0 {
-            return bad("bus.dispatch_idle_ms must be positive");
-        }
-        if self.dispatch_max_queues_per_actor_type == 0 {
-            return bad("bus.dispatch_max_queues_per_actor_type must be positive");
+        range::check(
+            "bus.broadcast_capacity",
+            self.broadcast_capacity,
+            1..=1 << 20,
+        )?;
+        range::check(
+            "bus.route_budget_bytes",
+            self.route_budget_bytes,
+            1..=1 << 30,
+        )?;
+        range::check(
+            "bus.max_per_principal",
+            self.max_per_principal,
+            1..=1_000_000,
+        )?;
+        range::check(
+            "bus.min_quantum_bytes",
+            self.min_quantum_bytes,
+            1..=self.route_budget_bytes.max(1),
+        )?;
+        range::check("bus.delivery_window", self.delivery_window, 1..=1024)?;
+        range::check(
+            "bus.dispatch_queue_capacity",
+            self.dispatch_queue_capacity,
+            1..=1 << 16,
+        )?;
+        range::check(
+            "bus.dispatch_idle_ms",
+            self.dispatch_idle_ms,
+            1..=86_400_000,
+        )?;
+        range::check(
+            "bus.dispatch_max_queues_per_actor_type",
+            self.dispatch_max_queues_per_actor_type,
+            1..=1_000_000,
+        )?;
+        if let Some(r) = &self.rate_limit {
+            // 0 is a kill switch (every non-empty payload refused), not "unlimited".
+            let q = "bus.rate_limit.default_quota_bytes_per_sec";
+            range::check(q, r.default_quota_bytes_per_sec, 0..=1 << 40)?;
+            for (p, quota) in &r.quotas {
+                range::check(&format!("bus.rate_limit.quotas.{p}"), *quota, 0..=1 << 40)?;
+            }
         }
         for s in &self.subscriptions {
             s.validate()?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sluice_flow::mailbox::MailboxStrategy;
 
+use super::limits::{self as range, MAX_ACTIVATIONS, MAX_MEMORY_LIMIT_MB};
 use crate::error::LoadError;
 
 /// What a guest may touch beyond the host imports. Everything is off by default.
@@ -172,15 +173,53 @@ impl ChildSpec {
         }
     }
 
-    /// Rejects specs that cannot work.
+    /// Rejects specs that cannot work: a valid type name, a known strategy, every number in
+    /// its range. (Whether its supervised instances fit the host's caps is checked at deploy,
+    /// where the other types are known.)
     pub fn validate(&self) -> Result<(), LoadError> {
         crate::id::validate_type_name(&self.actor_type)
             .map_err(|e| LoadError::Config(format!("{}: {e}", self.name)))?;
-        if self.mailbox_capacity == 0 {
-            return Err(LoadError::Config(format!(
-                "{}: mailbox_capacity must be positive",
-                self.name
-            )));
+        let field = |f: &str| format!("{}.{f}", self.name);
+        range::check(
+            &field("mailbox_capacity"),
+            self.mailbox_capacity,
+            1..=1_000_000,
+        )?;
+        range::check_opt(&field("max_queued"), self.max_queued, 1..=10_000_000)?;
+        range::check_opt(
+            &field("max_activations"),
+            self.max_activations,
+            1..=MAX_ACTIVATIONS,
+        )?;
+        range::check_opt(&field("count"), self.count, 0..=MAX_ACTIVATIONS)?;
+        range::check(
+            &field("keys"),
+            self.keys.len(),
+            0..=MAX_ACTIVATIONS as usize,
+        )?;
+        range::check(&field("max_restarts"), self.max_restarts, 0..=1_000_000)?;
+        range::check(
+            &field("restart_window_ms"),
+            self.restart_window_ms,
+            1..=86_400_000,
+        )?;
+        range::check_opt(
+            &field("memory_limit_mb"),
+            self.memory_limit_mb,
+            1..=MAX_MEMORY_LIMIT_MB,
+        )?;
+        if let Some(cap) = self.max_activations {
+            let eager = self.eager_keys().len();
+            if eager > cap as usize {
+                return Err(LoadError::Config(format!(
+                    "{}: {eager} supervised instances (count/keys) cannot fit max_activations={cap}",
+                    self.name
+                )));
+            }
+        }
+        for k in &self.keys {
+            crate::id::ActorId::new(&self.actor_type, k)
+                .map_err(|e| LoadError::Config(format!("{}.keys: {e}", self.name)))?;
         }
         self.strategy()?;
         Ok(())

@@ -3,6 +3,7 @@
 
 mod bus;
 mod child;
+mod limits;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +14,9 @@ use crate::error::LoadError;
 
 pub use bus::{BusSettings, RateLimitSettings, Subscription, SubscriptionMode};
 pub use child::{ChildSpec, WasiGrants};
+pub use limits::{MAX_ACTIVATIONS, MAX_MEMORY_LIMIT_MB, MAX_PAYLOAD_BYTES};
+
+use limits as range;
 
 /// Host-wide settings. Every field has a default; [`HostConfig::validate`] checks bounds.
 #[derive(Debug, Clone, Deserialize)]
@@ -69,29 +73,50 @@ impl Default for HostConfig {
     }
 }
 
-/// The largest `max_activations` one host may ask for (see [`HostConfig::validate`]).
-pub const MAX_ACTIVATIONS: u32 = 8_000;
+const HOUR_MS: u64 = 3_600_000;
+const DAY_MS: u64 = 24 * HOUR_MS;
 
 impl HostConfig {
-    /// Rejects settings that cannot work.
+    /// Rejects settings that cannot work: every number has a range.
     pub fn validate(&self) -> Result<(), LoadError> {
-        let bad = |m: &str| Err(LoadError::Config(m.to_string()));
-        // Each pool slot reserves ~8 GiB of address space (two 4 GiB linear-memory
-        // reservations, which let wasmtime drop bounds checks); a process has ~128 TiB.
         if self.max_activations == 0 || self.max_activations > MAX_ACTIVATIONS {
-            return bad(&format!(
-                "host.max_activations must be in 1..={MAX_ACTIVATIONS} (each live actor reserves ~8 GiB of address space)"
-            ));
+            return Err(LoadError::Config(format!(
+                "host.max_activations must be in 1..={MAX_ACTIVATIONS} (each live actor reserves ~8 GiB of address space), got {}",
+                self.max_activations
+            )));
         }
-        if self.memory_limit_mb == 0 || self.memory_limit_mb > 4096 {
-            return bad("host.memory_limit_mb must be in 1..=4096");
-        }
-        if self.max_turn_ms == 0 {
-            return bad("host.max_turn_ms must be positive");
-        }
-        if self.max_payload_bytes == 0 {
-            return bad("host.max_payload_bytes must be positive");
-        }
+        range::check(
+            "host.memory_limit_mb",
+            self.memory_limit_mb,
+            1..=MAX_MEMORY_LIMIT_MB,
+        )?;
+        range::check("host.max_turn_ms", self.max_turn_ms, 1..=HOUR_MS)?;
+        range::check(
+            "host.idle_deactivate_ms",
+            self.idle_deactivate_ms,
+            0..=7 * DAY_MS,
+        )?;
+        range::check("host.call_timeout_ms", self.call_timeout_ms, 0..=DAY_MS)?;
+        range::check(
+            "host.max_payload_bytes",
+            self.max_payload_bytes,
+            1..=MAX_PAYLOAD_BYTES,
+        )?;
+        range::check(
+            "host.max_timers_per_actor",
+            self.max_timers_per_actor,
+            1..=1_000_000,
+        )?;
+        range::check(
+            "host.max_queued_per_actor",
+            self.max_queued_per_actor,
+            0..=10_000_000,
+        )?;
+        range::check(
+            "host.max_inflight_turns",
+            self.max_inflight_turns,
+            0..=100_000_000,
+        )?;
         self.bus.validate()
     }
 

@@ -18,6 +18,7 @@ impl HostInner {
         spec.validate()?;
         let strategy = spec.strategy()?;
         let name = spec.actor_type.clone();
+        self.check_eager_fit(&spec)?;
         let cache = self.cache.clone();
         let n = name.clone();
         let component = tokio::task::spawn_blocking(move || cache.load(&n, &bytes))
@@ -66,5 +67,31 @@ impl HostInner {
         }
         tracing::info!(actor_type = %name, version, "module deployed");
         Ok(version)
+    }
+
+    /// Supervised instances are never evicted: a type's must fit beside every other type's
+    /// under `max_activations`, or the deploy is refused (and the running version, if any,
+    /// keeps serving) instead of taking every slot from everyone else.
+    fn check_eager_fit(&self, spec: &ChildSpec) -> Result<(), LoadError> {
+        let eager = spec.eager_keys().len();
+        if eager == 0 {
+            return Ok(());
+        }
+        let others: usize = self
+            .local()
+            .registry
+            .all()
+            .iter()
+            .filter(|t| *t.ty.name != *spec.actor_type)
+            .map(|t| t.ty.current().spec.eager_keys().len())
+            .sum();
+        let cap = self.env.config.max_activations as usize;
+        if others + eager > cap {
+            return Err(LoadError::Config(format!(
+                "{}: {eager} supervised instances (count/keys) do not fit host.max_activations={cap}: other types' supervised instances already hold {others}",
+                spec.name
+            )));
+        }
+        Ok(())
     }
 }
