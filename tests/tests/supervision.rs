@@ -275,3 +275,62 @@ async fn compiled_components_are_cached_on_disk_and_a_corrupt_entry_is_recompile
     assert_eq!(entries(), files);
     assert_eq!(std::fs::read(&files[0]).unwrap(), compiled);
 }
+
+/// A trap's message names its cause (a panic's `unreachable`, a stack overflow's out-of-bounds
+/// access, the turn time limit) and the guest frames it happened in, instead of stopping at "error while executing
+/// at wasm backtrace:"; and every turn that ran is counted once by outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traps_name_their_cause_and_frames_and_every_turn_is_counted_once_by_outcome() {
+    sluice_tests::install_metrics();
+    let host = host_with(
+        HostConfig {
+            max_turn_ms: 300,
+            ..test_config()
+        },
+        vec![
+            (ChildSpec::new("Crash9", "crash.wasm"), "crash"),
+            (ChildSpec::new("Loop9", "loop.wasm"), "loop"),
+        ],
+    )
+    .await;
+    let t = Duration::from_secs(30);
+    assert_eq!(host.ask("Crash9/a", "ok", "", t).await.unwrap(), b"alive");
+    let panic = host.ask("Crash9/a", "boom", "", t).await.unwrap_err();
+    let overflow = host.ask("Crash9/a", "recurse", "", t).await.unwrap_err();
+    let spin = host.ask("Loop9/a", "spin", "", t).await.unwrap_err();
+    for (e, cause, frame) in [
+        (&panic, "wasm `unreachable` instruction executed", "#handle"),
+        // Rust keeps its stack in linear memory: running off it is an out-of-bounds access.
+        (&overflow, "out of bounds memory access", "crash::recurse"),
+    ] {
+        let text = e.to_string();
+        let prefix = format!("INTERNAL: actor Crash9/a trapped during handle: {cause} at ");
+        assert!(text.starts_with(&prefix), "{text}");
+        assert!(text.ends_with("; instance restarted"), "{text}");
+        // The guest's own frames are named (from the innermost one of its code: the
+        // language's panic and abort machinery is left out).
+        let frames = &text[prefix.len()..text.len() - "; instance restarted".len()];
+        assert!(frames.contains(frame), "{text}");
+        assert!(
+            !frames.starts_with("std::") && !frames.contains("abort"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        spin.to_string(),
+        "INTERNAL: actor Loop9/a interrupted: handle ran longer than max_turn_ms=300; instance restarted"
+    );
+    // Each instance was restarted and answers again.
+    assert_eq!(host.ask("Crash9/a", "ok", "", t).await.unwrap(), b"alive");
+    let turns = |ty: &str, outcome: &str| {
+        sluice_tests::metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(turns("Crash9", "ok"), 2.0);
+    assert_eq!(turns("Crash9", "trapped"), 2.0);
+    assert_eq!(turns("Crash9", "error"), 0.0);
+    assert_eq!(turns("Loop9", "interrupted"), 1.0);
+    assert_eq!(turns("Loop9", "trapped"), 0.0);
+}

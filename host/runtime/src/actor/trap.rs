@@ -77,27 +77,50 @@ pub(crate) fn classify(
         Some(t) => t.to_string(),
         None => e.root_cause().to_string(),
     };
+    let cause = cause.strip_prefix("wasm trap: ").unwrap_or(&cause);
     let mut msg = format!("actor {id} trapped during {phase}: {cause}");
     if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
-        let frames = bt.frames();
-        if !frames.is_empty() {
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .map(|f| match f.func_name() {
+                // `{:#}` leaves out the hash suffix of a Rust symbol.
+                Some(name) => format!("{:#}", rustc_demangle::demangle(name)),
+                None => format!("func[{}]", f.func_index()),
+            })
+            .collect();
+        // From the innermost frame of the guest's own code: the panic and abort machinery of
+        // its language's runtime says nothing the cause does not.
+        let own = frames
+            .iter()
+            .position(|f| !is_language_runtime(f))
+            .unwrap_or(0);
+        let shown = &frames[own..];
+        if !shown.is_empty() {
             msg.push_str(" at ");
-            for (i, f) in frames.iter().take(MAX_FRAMES).enumerate() {
-                if i > 0 {
-                    msg.push_str(" <- ");
-                }
-                match f.func_name() {
-                    Some(name) => msg.push_str(name),
-                    None => {
-                        let _ = write!(msg, "func[{}]", f.func_index());
-                    }
-                }
-            }
-            if frames.len() > MAX_FRAMES {
-                let _ = write!(msg, " <- … ({} more)", frames.len() - MAX_FRAMES);
+            msg.push_str(&shown[..shown.len().min(MAX_FRAMES)].join(" <- "));
+            if shown.len() > MAX_FRAMES {
+                let _ = write!(msg, " <- … ({} more)", shown.len() - MAX_FRAMES);
             }
         }
     }
     msg.push_str("; instance restarted");
     (ActorError::internal(msg), Failure::Trapped)
+}
+
+/// A frame of a language runtime's panic/abort path rather than of the actor's code.
+fn is_language_runtime(frame: &str) -> bool {
+    const PREFIXES: [&str; 10] = [
+        "std::",
+        "core::",
+        "alloc::",
+        "__rustc::",
+        "__rust_",
+        "rust_panic",
+        "abort",
+        "runtime.",
+        "wit_bindgen::",
+        "cabi_",
+    ];
+    PREFIXES.iter().any(|p| frame.starts_with(p))
 }

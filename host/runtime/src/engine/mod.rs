@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::config::HostConfig;
+use crate::config::{HostConfig, MAX_MEMORY_LIMIT_MB};
 
 /// How often the epoch advances; the granularity of turn interruption and of yielding.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Hard per-memory ceiling of the pool; a child's `memory_limit_mb` may only lower it.
-const POOL_MAX_MEMORY: usize = 512 << 20;
+const POOL_MAX_MEMORY: usize = (MAX_MEMORY_LIMIT_MB as usize) << 20;
 
 /// Bytes of a freed linear memory kept resident for the slot's next activation.
 const KEEP_RESIDENT: usize = 1 << 20;
