@@ -129,6 +129,23 @@ async fn bench() -> anyhow::Result<()> {
         ratios[rounds - 1]
     );
 
+    // 1b. Two cores contending: two producer tasks, one per worker, tell at once into two
+    // actors of one type (each then asks its actor, so every tell has run), and then into one
+    // actor. Every tell looks its type and key up: this is the row where those tables are
+    // shared between cores.
+    for (label, targets) in [
+        ("two actors", ["Echo/c0", "Echo/c1"]),
+        ("one actor", ["Echo/c2", "Echo/c2"]),
+    ] {
+        let mut best = 0f64;
+        for _ in 0..rounds {
+            best = best.max(contended_tells(&host, targets, &payload, per).await);
+        }
+        println!(
+            "contended tells, two producers into {label} of one type: {best:.0} tells/s in all (best of {rounds} rounds)"
+        );
+    }
+
     if std::env::var("SLUICE_BENCH_ONLY").as_deref() == Ok("turns") {
         return Ok(());
     }
@@ -441,4 +458,37 @@ async fn all_deactivated(host: &Host) {
         host.status().iter().all(|s| s.active == 0)
     })
     .await;
+}
+
+/// Tells from two tasks at once, `per` each, into `targets[0]` and `targets[1]`; waits until
+/// every tell has run. Returns tells per second in all.
+async fn contended_tells(host: &Host, targets: [&str; 2], payload: &[u8], per: usize) -> f64 {
+    let ids = targets.map(|t| ActorId::parse(t).unwrap());
+    for t in targets {
+        host.ask(t, "echo", payload.to_vec(), Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(3));
+    let producers: Vec<_> = ids
+        .into_iter()
+        .map(|id| {
+            let (host, start, payload) = (host.clone(), start.clone(), payload.to_vec());
+            tokio::spawn(async move {
+                start.wait().await;
+                for _ in 0..per {
+                    host.tell_to(&id, "echo", payload.clone()).await.unwrap();
+                }
+                host.ask(id.as_str(), "echo", payload, Duration::from_secs(600))
+                    .await
+                    .unwrap();
+            })
+        })
+        .collect();
+    start.wait().await;
+    let t0 = Instant::now();
+    for p in producers {
+        p.await.unwrap();
+    }
+    (2 * per) as f64 / t0.elapsed().as_secs_f64()
 }
