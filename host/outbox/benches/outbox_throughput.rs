@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sluice_outbox::{
-    Delivery, DeliveryError, NewMessage, Outbox, OutboxConfig, OutboxMessage, SqliteChannel,
+    Delivery, DeliveryError, Envelope, NewMessage, Outbox, OutboxConfig, SqliteChannel,
 };
 use tokio::sync::Notify;
 
@@ -25,7 +25,7 @@ struct Counter {
 
 #[async_trait]
 impl Delivery for Counter {
-    async fn deliver(&self, _msg: &OutboxMessage) -> Result<(), DeliveryError> {
+    async fn deliver(&self, _msg: Envelope) -> Result<(), DeliveryError> {
         let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
         if n == self.target.load(Ordering::Relaxed) {
             self.done.notify_one();

@@ -1,9 +1,11 @@
-//! Every outbox semantic against a real SQLite file in a temp dir.
+//! Every outbox semantic against a real SQLite file in a temp dir, on paused tokio time: the
+//! outbox's clock is tokio's, so backoffs, leases, delays and TTLs pass as fast as the runtime
+//! can auto-advance (no test sleeps for them).
 mod common;
-use common::{Store, bodies};
+use common::{Store, StoreKind, bodies};
 
 macro_rules! on_sqlite { ($($name:ident),* $(,)?) => { $(
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn $name() { bodies::$name(Store::sqlite()).await }
 )* } }
 
@@ -37,7 +39,7 @@ on_sqlite!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_owner_of_the_sqlite_file_is_refused() {
     let store = Store::sqlite();
-    let Store::Sqlite(dir) = &store else {
+    let StoreKind::Sqlite(dir) = &store.kind else {
         unreachable!()
     };
     let path = dir.path().join("outbox.db");

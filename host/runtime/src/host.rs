@@ -112,8 +112,12 @@ impl HostInner {
         if let Some(s) = &opts.sender {
             m = m.with_sender(s.to_string());
         }
-        if let Some(p) = opts.principal.as_deref().filter(|p| *p != "system") {
-            m.headers.insert("principal".into(), p.into());
+        if let Some(p) = opts
+            .principal
+            .as_deref()
+            .filter(|p| *p != sluice_bus::SYSTEM_PRINCIPAL)
+        {
+            m = m.with_principal(p);
         }
         match outbox.store(m).await {
             Ok(_) => {
@@ -129,10 +133,12 @@ impl HostInner {
         }
     }
 
-    /// Stores one message per target and makes one immediate attempt each (see the outbox).
+    /// Stores one message per target and makes one immediate attempt each (see the outbox),
+    /// giving up on it at `deadline` (the dispatching turn's).
     pub async fn dispatch(
         self: &Arc<Self>,
         msgs: Vec<sluice_outbox::NewMessage>,
+        deadline: Option<Instant>,
     ) -> Result<sluice_outbox::DispatchResult, ActorError> {
         let Some(outbox) = self.outbox.get() else {
             return Err(ActorError::unavailable(
@@ -142,7 +148,10 @@ impl HostInner {
         let delivery = RuntimeDelivery {
             host: Arc::downgrade(self),
         };
-        outbox.dispatch(msgs, &delivery).await.map_err(outbox_error)
+        outbox
+            .dispatch(msgs, &delivery, deadline)
+            .await
+            .map_err(outbox_error)
     }
 
     /// Every deployed type.
@@ -599,20 +608,15 @@ impl Host {
                 .map(|c| c.actor_type.clone())
                 .collect();
         }
-        let outbox = match database_url {
-            Some(url) if url.starts_with("postgres") => {
-                sluice_outbox::Outbox::open_postgres(url, ocfg).await?
-            }
-            Some(url) => {
-                sluice_outbox::Outbox::open_sqlite(url.trim_start_matches("sqlite://"), ocfg)
-                    .await?
-            }
+        let url = match database_url {
+            Some(url) => url.parse::<sluice_outbox::DatabaseUrl>()?,
             None => {
                 let d = dir.join(".sluice");
                 std::fs::create_dir_all(&d)?;
-                sluice_outbox::Outbox::open_sqlite(d.join("outbox.db"), ocfg).await?
+                sluice_outbox::DatabaseUrl::Sqlite(d.join("outbox.db"))
             }
         };
+        let outbox = sluice_outbox::Outbox::open(&url, ocfg).await?;
         // Deploy first so relayed messages find their actor types.
         for child in &app.supervisor.children {
             host.deploy_file(child.clone(), dir).await?;

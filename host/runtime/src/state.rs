@@ -316,7 +316,7 @@ impl outbox::Host for StoreState {
         }
         let t0 = Instant::now();
         let host = self.host.clone();
-        let r = host.dispatch(msgs).await;
+        let r = host.dispatch(msgs, self.turn.deadline).await;
         self.turn.waited += t0.elapsed();
         Ok(r.map(|d| wit::DispatchResult {
             accepted: d.accepted,

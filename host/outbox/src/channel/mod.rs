@@ -15,10 +15,16 @@
 //! claims in that process (see `sqlite.rs`): same visibility rules, no row rewrite per claim,
 //! and a crashed process's claims end with it.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod enqueue;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresChannel;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteChannel;
 
 use async_trait::async_trait;
@@ -29,12 +35,28 @@ use crate::message::{
 };
 
 /// Which database a channel stores into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
     /// SQLite file, single writer connection, WAL.
     Sqlite,
     /// Postgres, shared by several hosts.
     Postgres,
+}
+
+impl Backend {
+    /// `sqlite` or `postgres` (also the cargo feature that compiles it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Options of one [`Channel::enqueue`] call.
@@ -112,16 +134,19 @@ pub trait Channel: Send + Sync + 'static {
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const COLUMNS: &str = "id, tenant, namespace, channel, partition, sender, receiver, \
-    receiver_type, msg_type, payload, headers, idempotency_key, conflict, sequence_number, \
+    receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, sequence_number, \
     delivery_count, send_at, created_at, claimed_until, acked, dead_lettered, dead_reason, \
     last_error, expires_at, mode";
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Rows per multi-row statement (SQLite allows 32 766 bound values, Postgres 65 535).
 pub(crate) const CHUNK: usize = 1000;
 
 /// Conflict resolution shared by both backends: what the database already holds for the
 /// keys of a batch, and the decisions taken row by row.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod plan {
     use std::collections::{HashMap, HashSet};
 

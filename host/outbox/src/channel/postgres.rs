@@ -17,8 +17,9 @@ use async_trait::async_trait;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::plan::{self, Action, Existing};
-use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use super::enqueue::{self, EnqueueTx, Insert};
+use super::plan::Existing;
+use super::{Backend, COLUMNS, Channel, EnqueueOptions};
 use crate::error::Result;
 use crate::message::{
     DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
@@ -82,6 +83,143 @@ fn selector_clause<'a>(q: &mut QueryBuilder<'a, Postgres>, selector: &'a DlqSele
     }
 }
 
+/// One enqueue's transaction (the storage steps of [`enqueue::run`]).
+struct PgEnqueue {
+    tx: sqlx::Transaction<'static, Postgres>,
+}
+
+#[async_trait]
+impl EnqueueTx for PgEnqueue {
+    async fn lock(&mut self, pairs: &[(&str, &str)], partitions: &[u32]) -> Result<()> {
+        let mut locks: Vec<i32> = pairs.iter().map(|(r, k)| key_lock(r, k)).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        sqlx::query("SELECT pg_advisory_xact_lock($1, h) FROM unnest($2::int4[]) AS h ORDER BY h")
+            .bind(LOCK_CLASS_KEY)
+            .bind(&locks)
+            .execute(&mut *self.tx)
+            .await?;
+        if !partitions.is_empty() {
+            let parts: Vec<i32> = partitions.iter().map(|p| *p as i32).collect();
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock_shared($1, p) FROM unnest($2::int4[]) AS p ORDER BY p",
+            )
+            .bind(LOCK_CLASS_PARTITION)
+            .bind(&parts)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn existing(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Existing>> {
+        let receivers: Vec<&str> = pairs.iter().map(|p| p.0).collect();
+        let keys: Vec<&str> = pairs.iter().map(|p| p.1).collect();
+        let found = sqlx::query(
+            "SELECT m.id, m.receiver, m.idempotency_key, m.sequence_number, \
+             (NOT m.acked AND NOT m.dead_lettered) AS pending, m.claimed_until \
+             FROM outbox_messages m JOIN unnest($1::text[], $2::text[]) AS k(r, key) \
+               ON m.receiver = k.r AND m.idempotency_key = k.key \
+             WHERE (NOT m.acked AND NOT m.dead_lettered) OR m.conflict = 'append'",
+        )
+        .bind(&receivers)
+        .bind(&keys)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        found
+            .iter()
+            .map(|row| {
+                Ok(Existing {
+                    id: row.try_get(0)?,
+                    receiver: row.try_get(1)?,
+                    key: row.try_get(2)?,
+                    sequence_number: row.try_get(3)?,
+                    pending: row.try_get(4)?,
+                    claimed_until: row.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn busy(&mut self, receivers: &[&str]) -> Result<HashSet<String>> {
+        let found = sqlx::query(
+            "SELECT DISTINCT receiver FROM outbox_messages \
+             WHERE NOT acked AND NOT dead_lettered AND receiver = ANY($1)",
+        )
+        .bind(receivers)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        found.iter().map(|row| Ok(row.try_get(0)?)).collect()
+    }
+
+    /// Identity values are drawn in VALUES order within one statement; RETURNING order is
+    /// unspecified, so sort.
+    async fn insert(&mut self, rows: &[Insert<'_>]) -> Result<Vec<i64>> {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
+             receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
+             conflict, sequence_number, send_at, created_at, claimed_until, expires_at, mode) ",
+        );
+        q.push_values(rows, |mut b, ins| {
+            let r = ins.row;
+            let m = &r.msg;
+            b.push_bind(m.tenant.as_str())
+                .push_bind(m.namespace.as_str())
+                .push_bind(m.channel.as_str())
+                .push_bind(i64::from(r.partition))
+                .push_bind(m.sender.as_str())
+                .push_bind(m.receiver.as_str())
+                .push_bind(crate::message::actor_type_of(&m.receiver))
+                .push_bind(m.msg_type.as_str())
+                .push_bind(m.payload.as_ref())
+                .push_bind(m.principal.as_deref().unwrap_or(""))
+                .push_bind(r.headers_json.as_str())
+                .push_bind(m.key())
+                .push_bind(m.conflict.as_str())
+                .push_bind(r.sequence_number)
+                .push_bind(r.send_at)
+                .push_bind(r.created_at)
+                .push_bind(ins.claimed_until)
+                .push_bind(r.expires_at)
+                .push_bind(m.mode.as_str());
+        });
+        q.push(" RETURNING id");
+        let mut ids: Vec<i64> = q
+            .build()
+            .fetch_all(&mut *self.tx)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
+        sqlx::query(
+            "UPDATE outbox_messages SET payload = $1, principal = $2, headers = $3, \
+             msg_type = $4, sequence_number = $5, expires_at = $6, sender = $7, mode = $8 \
+             WHERE id = $9 AND NOT acked AND NOT dead_lettered",
+        )
+        .bind(r.msg.payload.as_ref())
+        .bind(r.msg.principal.as_deref().unwrap_or(""))
+        .bind(r.headers_json.as_str())
+        .bind(r.msg.msg_type.as_str())
+        .bind(r.sequence_number)
+        .bind(r.expires_at)
+        .bind(r.msg.sender.as_str())
+        .bind(r.msg.mode.as_str())
+        .bind(id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<()> {
+        Ok(self.tx.commit().await?)
+    }
+}
+
 #[async_trait]
 impl Channel for PostgresChannel {
     fn backend(&self) -> Backend {
@@ -92,191 +230,10 @@ impl Channel for PostgresChannel {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
-
-        let mut pairs: Vec<(&str, &str)> = rows
-            .iter()
-            .filter(|r| !r.msg.key().is_empty())
-            .map(|r| (r.msg.receiver.as_str(), r.msg.key()))
-            .collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-
-        // Serialise concurrent enqueues of the same (receiver, key): check-then-insert below.
-        if !pairs.is_empty() {
-            let mut locks: Vec<i32> = pairs.iter().map(|(r, k)| key_lock(r, k)).collect();
-            locks.sort_unstable();
-            locks.dedup();
-            sqlx::query(
-                "SELECT pg_advisory_xact_lock($1, h) FROM unnest($2::int4[]) AS h ORDER BY h",
-            )
-            .bind(LOCK_CLASS_KEY)
-            .bind(&locks)
-            .execute(&mut *tx)
-            .await?;
-            let mut parts: Vec<i32> = rows
-                .iter()
-                .filter(|r| r.msg.conflict == crate::message::Conflict::Overwrite)
-                .map(|r| r.partition as i32)
-                .collect();
-            parts.sort_unstable();
-            parts.dedup();
-            if !parts.is_empty() {
-                sqlx::query(
-                    "SELECT pg_advisory_xact_lock_shared($1, p) FROM unnest($2::int4[]) AS p ORDER BY p",
-                )
-                .bind(LOCK_CLASS_PARTITION)
-                .bind(&parts)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-
-        let mut existing = Vec::new();
-        for chunk in pairs.chunks(CHUNK) {
-            let receivers: Vec<&str> = chunk.iter().map(|p| p.0).collect();
-            let keys: Vec<&str> = chunk.iter().map(|p| p.1).collect();
-            let found = sqlx::query(
-                "SELECT m.id, m.receiver, m.idempotency_key, m.sequence_number, \
-                 (NOT m.acked AND NOT m.dead_lettered) AS pending, m.claimed_until \
-                 FROM outbox_messages m JOIN unnest($1::text[], $2::text[]) AS k(r, key) \
-                   ON m.receiver = k.r AND m.idempotency_key = k.key \
-                 WHERE (NOT m.acked AND NOT m.dead_lettered) OR m.conflict = 'append'",
-            )
-            .bind(&receivers)
-            .bind(&keys)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in found {
-                existing.push(Existing {
-                    id: row.try_get(0)?,
-                    receiver: row.try_get(1)?,
-                    key: row.try_get(2)?,
-                    sequence_number: row.try_get(3)?,
-                    pending: row.try_get(4)?,
-                    claimed_until: row.try_get(5)?,
-                });
-            }
-        }
-
-        let claim_heads = opts.claim_heads_until.is_some();
-        let mut busy = HashSet::new();
-        if claim_heads {
-            let mut receivers: Vec<&str> = rows.iter().map(|r| r.msg.receiver.as_str()).collect();
-            receivers.sort_unstable();
-            receivers.dedup();
-            let found = sqlx::query(
-                "SELECT DISTINCT receiver FROM outbox_messages \
-                 WHERE NOT acked AND NOT dead_lettered AND receiver = ANY($1)",
-            )
-            .bind(&receivers)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in found {
-                busy.insert(row.try_get::<String, _>(0)?);
-            }
-        }
-
-        let actions = plan::decide(rows, &existing, &busy, claim_heads, opts.now_ms);
-        let mut content: Vec<usize> = (0..rows.len()).collect();
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::FoldInto { into } = a {
-                content[*into] = i;
-            }
-        }
-        let inserts: Vec<(usize, bool)> = actions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| match a {
-                Action::Insert { claim } => Some((i, *claim)),
-                _ => None,
-            })
-            .collect();
-
-        // Identity values are drawn in VALUES order within one statement; RETURNING order is
-        // unspecified, so sort.
-        let mut ids = vec![0i64; rows.len()];
-        for chunk in inserts.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Postgres>::new(
-                "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
-                 receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
-                 sequence_number, send_at, created_at, claimed_until, expires_at, mode) ",
-            );
-            q.push_values(chunk, |mut b, (i, claim)| {
-                let r = &rows[content[*i]];
-                let m = &r.msg;
-                b.push_bind(m.tenant.as_str())
-                    .push_bind(m.namespace.as_str())
-                    .push_bind(m.channel.as_str())
-                    .push_bind(i64::from(r.partition))
-                    .push_bind(m.sender.as_str())
-                    .push_bind(m.receiver.as_str())
-                    .push_bind(crate::message::actor_type_of(&m.receiver))
-                    .push_bind(m.msg_type.as_str())
-                    .push_bind(m.payload.as_slice())
-                    .push_bind(r.headers_json.as_str())
-                    .push_bind(m.key())
-                    .push_bind(m.conflict.as_str())
-                    .push_bind(r.sequence_number)
-                    .push_bind(r.send_at)
-                    .push_bind(r.created_at)
-                    .push_bind(if *claim {
-                        opts.claim_heads_until.unwrap_or(0)
-                    } else {
-                        0
-                    })
-                    .push_bind(r.expires_at)
-                    .push_bind(m.mode.as_str());
-            });
-            q.push(" RETURNING id");
-            let mut new_ids: Vec<i64> = q
-                .build()
-                .fetch_all(&mut *tx)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<std::result::Result<_, _>>()?;
-            new_ids.sort_unstable();
-            for ((i, _), id) in chunk.iter().zip(new_ids) {
-                ids[*i] = id;
-            }
-        }
-
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::Overwrite { id } = a {
-                let r = &rows[i];
-                sqlx::query(
-                    "UPDATE outbox_messages SET payload = $1, headers = $2, msg_type = $3, \
-                     sequence_number = $4, expires_at = $5, sender = $6, mode = $7 \
-                     WHERE id = $8 AND NOT acked AND NOT dead_lettered",
-                )
-                .bind(r.msg.payload.as_slice())
-                .bind(r.headers_json.as_str())
-                .bind(r.msg.msg_type.as_str())
-                .bind(r.sequence_number)
-                .bind(r.expires_at)
-                .bind(r.msg.sender.as_str())
-                .bind(r.msg.mode.as_str())
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
-
-        Ok(actions
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                Action::Insert { claim } => EnqueueOutcome::Inserted {
-                    id: ids[i],
-                    claimed: *claim,
-                },
-                Action::Overwrite { id } => EnqueueOutcome::Replaced { id: *id },
-                Action::FoldInto { into } => EnqueueOutcome::Replaced { id: ids[*into] },
-                Action::Skip(o) => *o,
-            })
-            .collect())
+        let tx = PgEnqueue {
+            tx: self.pool.begin().await?,
+        };
+        enqueue::run(tx, rows, opts).await
     }
 
     // `OFFSET 0` keeps the FIFO guard a per-row index probe (SubPlan on the (receiver, id)

@@ -32,11 +32,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{Connection, QueryBuilder, Row, Sqlite, SqliteConnection};
 use tokio::sync::{MappedMutexGuard, Mutex as AsyncMutex, MutexGuard};
 
-use super::plan::{self, Action, Existing};
+use super::enqueue::{self, EnqueueTx, Insert};
+use super::plan::Existing;
 use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use crate::delivery::DispatchMode;
 use crate::error::Result;
 use crate::message::{
-    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+    Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats,
+    Settlement,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -218,6 +221,153 @@ fn selector_clause<'a>(q: &mut QueryBuilder<'a, Sqlite>, selector: &'a DlqSelect
     }
 }
 
+/// One enqueue's transaction on the writer connection (the storage steps of
+/// [`enqueue::run`]). Claimed heads are leased in the ledger as they are inserted, before
+/// the commit: the claim scan shares this connection, so it cannot see the rows before their
+/// leases exist.
+struct SqliteEnqueue<'c> {
+    tx: sqlx::Transaction<'c, Sqlite>,
+    ledger: &'c Mutex<Ledger>,
+    /// Rows leased here (given back if the commit fails).
+    claimed: Vec<i64>,
+    /// Receivers of the inserted rows (pending once committed).
+    inserted: Vec<String>,
+}
+
+#[async_trait]
+impl EnqueueTx for SqliteEnqueue<'_> {
+    /// One writer connection: enqueues are serialised already.
+    async fn lock(&mut self, _pairs: &[(&str, &str)], _partitions: &[u32]) -> Result<()> {
+        Ok(())
+    }
+
+    async fn existing(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Existing>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT id, receiver, idempotency_key, sequence_number, \
+             (acked = 0 AND dead_lettered = 0) AS pending \
+             FROM outbox_messages WHERE (receiver, idempotency_key) IN (VALUES ",
+        );
+        let mut sep = q.separated(", ");
+        for (r, k) in pairs {
+            sep.push("(")
+                .push_bind_unseparated(*r)
+                .push_unseparated(", ");
+            sep.push_bind_unseparated(*k).push_unseparated(")");
+        }
+        q.push(") AND ((acked = 0 AND dead_lettered = 0) OR conflict = 'append')");
+        let found = q.build().fetch_all(&mut *self.tx).await?;
+        let ledger = self.ledger.lock();
+        found
+            .iter()
+            .map(|row| {
+                let id = row.try_get(0)?;
+                Ok(Existing {
+                    id,
+                    receiver: row.try_get(1)?,
+                    key: row.try_get(2)?,
+                    sequence_number: row.try_get(3)?,
+                    pending: row.try_get(4)?,
+                    claimed_until: ledger.lease_of(id),
+                })
+            })
+            .collect()
+    }
+
+    /// From the ledger's pending counts: no statement.
+    async fn busy(&mut self, receivers: &[&str]) -> Result<HashSet<String>> {
+        let ledger = self.ledger.lock();
+        Ok(receivers
+            .iter()
+            .filter(|r| ledger.is_pending(r))
+            .map(|r| r.to_string())
+            .collect())
+    }
+
+    /// Ids of one INSERT are consecutive and ascending in VALUES order (AUTOINCREMENT, one
+    /// writer), so the last id names them all (no RETURNING: each returned row is a message
+    /// from sqlx's worker thread).
+    async fn insert(&mut self, rows: &[Insert<'_>]) -> Result<Vec<i64>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
+             receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
+             conflict, sequence_number, send_at, created_at, expires_at, mode) ",
+        );
+        q.push_values(rows, |mut b, ins| {
+            let r = ins.row;
+            let m = &r.msg;
+            b.push_bind(m.tenant.as_str())
+                .push_bind(m.namespace.as_str())
+                .push_bind(m.channel.as_str())
+                .push_bind(i64::from(r.partition))
+                .push_bind(m.sender.as_str())
+                .push_bind(m.receiver.as_str())
+                .push_bind(crate::message::actor_type_of(&m.receiver))
+                .push_bind(m.msg_type.as_str())
+                .push_bind(m.payload.as_ref())
+                .push_bind(m.principal.as_deref().unwrap_or(""))
+                .push_bind(r.headers_json.as_str())
+                .push_bind(m.key())
+                .push_bind(m.conflict.as_str())
+                .push_bind(r.sequence_number)
+                .push_bind(r.send_at)
+                .push_bind(r.created_at)
+                .push_bind(r.expires_at)
+                .push_bind(m.mode.as_str());
+        });
+        let last = q.build().execute(&mut *self.tx).await?.last_insert_rowid();
+        let first = last - rows.len() as i64 + 1;
+        let ids: Vec<i64> = (first..=last).collect();
+        let mut ledger = self.ledger.lock();
+        for (ins, id) in rows.iter().zip(&ids) {
+            if ins.claimed_until > 0 {
+                ledger.claim(*id, ins.claimed_until, &ins.row.msg.receiver);
+                self.claimed.push(*id);
+            }
+            self.inserted.push(ins.row.msg.receiver.clone());
+        }
+        Ok(ids)
+    }
+
+    async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
+        sqlx::query(
+            "UPDATE outbox_messages SET payload = ?, principal = ?, headers = ?, msg_type = ?, \
+             sequence_number = ?, expires_at = ?, sender = ?, mode = ? \
+             WHERE id = ? AND acked = 0 AND dead_lettered = 0",
+        )
+        .bind(r.msg.payload.as_ref())
+        .bind(r.msg.principal.as_deref().unwrap_or(""))
+        .bind(r.headers_json.as_str())
+        .bind(r.msg.msg_type.as_str())
+        .bind(r.sequence_number)
+        .bind(r.expires_at)
+        .bind(r.msg.sender.as_str())
+        .bind(r.msg.mode.as_str())
+        .bind(id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<()> {
+        let committed = self.tx.commit().await;
+        let mut ledger = self.ledger.lock();
+        match committed {
+            Ok(()) => {
+                for receiver in &self.inserted {
+                    ledger.add_pending(receiver, 1);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for id in &self.claimed {
+                    ledger.claims.remove(id);
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Channel for SqliteChannel {
     fn backend(&self) -> Backend {
@@ -229,178 +379,13 @@ impl Channel for SqliteChannel {
             return Ok(Vec::new());
         }
         let mut conn = self.connection().await?;
-        let mut tx = conn.begin().await?;
-
-        // 1. What the store already holds for the batch's (receiver, key) pairs.
-        let mut pairs: Vec<(&str, &str)> = rows
-            .iter()
-            .filter(|r| !r.msg.key().is_empty())
-            .map(|r| (r.msg.receiver.as_str(), r.msg.key()))
-            .collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-        let mut existing = Vec::new();
-        for chunk in pairs.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "SELECT id, receiver, idempotency_key, sequence_number, \
-                 (acked = 0 AND dead_lettered = 0) AS pending, claimed_until \
-                 FROM outbox_messages WHERE (receiver, idempotency_key) IN (VALUES ",
-            );
-            let mut sep = q.separated(", ");
-            for (r, k) in chunk {
-                sep.push("(")
-                    .push_bind_unseparated(*r)
-                    .push_unseparated(", ");
-                sep.push_bind_unseparated(*k).push_unseparated(")");
-            }
-            q.push(") AND ((acked = 0 AND dead_lettered = 0) OR conflict = 'append')");
-            let found = q.build().fetch_all(&mut *tx).await?;
-            let ledger = self.ledger.lock();
-            for row in found {
-                let id = row.try_get(0)?;
-                existing.push(Existing {
-                    id,
-                    receiver: row.try_get(1)?,
-                    key: row.try_get(2)?,
-                    sequence_number: row.try_get(3)?,
-                    pending: row.try_get(4)?,
-                    claimed_until: ledger.lease_of(id),
-                });
-            }
-        }
-
-        // 2. Receivers with pending rows (only when heads are to be claimed).
-        let claim_heads = opts.claim_heads_until.is_some();
-        let mut busy = HashSet::new();
-        if claim_heads {
-            let ledger = self.ledger.lock();
-            busy.extend(
-                rows.iter()
-                    .map(|r| r.msg.receiver.as_str())
-                    .filter(|r| ledger.is_pending(r))
-                    .map(str::to_owned),
-            );
-        }
-
-        // 3. Decide, then fold same-batch OVERWRITEs into the row they replace.
-        let actions = plan::decide(rows, &existing, &busy, claim_heads, opts.now_ms);
-        let mut content: Vec<usize> = (0..rows.len()).collect();
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::FoldInto { into } = a {
-                content[*into] = i;
-            }
-        }
-        let inserts: Vec<(usize, bool)> = actions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| match a {
-                Action::Insert { claim } => Some((i, *claim)),
-                _ => None,
-            })
-            .collect();
-
-        // 4. Multi-row inserts. Ids of one INSERT are consecutive and ascending in VALUES order
-        //    (AUTOINCREMENT, one writer), so the last id names them all (no RETURNING: each
-        //    returned row is a message from sqlx's worker thread).
-        let mut ids = vec![0i64; rows.len()];
-        for chunk in inserts.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
-                 receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
-                 sequence_number, send_at, created_at, expires_at, mode) ",
-            );
-            q.push_values(chunk, |mut b, (i, _)| {
-                let r = &rows[content[*i]];
-                let m = &r.msg;
-                b.push_bind(m.tenant.as_str())
-                    .push_bind(m.namespace.as_str())
-                    .push_bind(m.channel.as_str())
-                    .push_bind(i64::from(r.partition))
-                    .push_bind(m.sender.as_str())
-                    .push_bind(m.receiver.as_str())
-                    .push_bind(crate::message::actor_type_of(&m.receiver))
-                    .push_bind(m.msg_type.as_str())
-                    .push_bind(m.payload.as_slice())
-                    .push_bind(r.headers_json.as_str())
-                    .push_bind(m.key())
-                    .push_bind(m.conflict.as_str())
-                    .push_bind(r.sequence_number)
-                    .push_bind(r.send_at)
-                    .push_bind(r.created_at)
-                    .push_bind(r.expires_at)
-                    .push_bind(m.mode.as_str());
-            });
-            let last = q.build().execute(&mut *tx).await?.last_insert_rowid();
-            let first = last - chunk.len() as i64 + 1;
-            for (n, (i, _)) in chunk.iter().enumerate() {
-                ids[*i] = first + n as i64;
-            }
-        }
-
-        // 5. OVERWRITE of stored pending rows (never claimed ones: see plan::decide).
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::Overwrite { id } = a {
-                let r = &rows[i];
-                sqlx::query(
-                    "UPDATE outbox_messages SET payload = ?, headers = ?, msg_type = ?, \
-                     sequence_number = ?, expires_at = ?, sender = ?, mode = ? \
-                     WHERE id = ? AND acked = 0 AND dead_lettered = 0",
-                )
-                .bind(r.msg.payload.as_slice())
-                .bind(r.headers_json.as_str())
-                .bind(r.msg.msg_type.as_str())
-                .bind(r.sequence_number)
-                .bind(r.expires_at)
-                .bind(r.msg.sender.as_str())
-                .bind(r.msg.mode.as_str())
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        // Claimed heads are leased before the commit: the claim scan shares this connection,
-        // so it cannot see the rows before their leases exist.
-        let heads: Vec<i64> = match opts.claim_heads_until {
-            Some(until) => {
-                let mut ledger = self.ledger.lock();
-                inserts
-                    .iter()
-                    .filter(|(_, claim)| *claim)
-                    .map(|(i, _)| {
-                        ledger.claim(ids[*i], until, &rows[*i].msg.receiver);
-                        ids[*i]
-                    })
-                    .collect()
-            }
-            None => Vec::new(),
+        let tx = SqliteEnqueue {
+            tx: conn.begin().await?,
+            ledger: &self.ledger,
+            claimed: Vec::new(),
+            inserted: Vec::new(),
         };
-        if let Err(e) = tx.commit().await {
-            let mut ledger = self.ledger.lock();
-            for id in &heads {
-                ledger.claims.remove(id);
-            }
-            return Err(e.into());
-        }
-        {
-            let mut ledger = self.ledger.lock();
-            for (i, _) in &inserts {
-                ledger.add_pending(&rows[*i].msg.receiver, 1);
-            }
-        }
-
-        Ok(actions
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                Action::Insert { claim } => EnqueueOutcome::Inserted {
-                    id: ids[i],
-                    claimed: *claim,
-                },
-                Action::Overwrite { id } => EnqueueOutcome::Replaced { id: *id },
-                Action::FoldInto { into } => EnqueueOutcome::Replaced { id: ids[*into] },
-                Action::Skip(o) => *o,
-            })
-            .collect())
+        enqueue::run(tx, rows, opts).await
     }
 
     async fn claim(
@@ -694,7 +679,7 @@ impl Channel for SqliteChannel {
 async fn fetch_json(conn: &mut SqliteConnection, ids: &[i64]) -> Result<Vec<OutboxMessage>> {
     let json: String = sqlx::query_scalar(
         "SELECT json_group_array(json_array(id, tenant, namespace, channel, partition, sender, \
-           receiver, receiver_type, msg_type, hex(payload), headers, idempotency_key, conflict, \
+           receiver, receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, conflict, \
            sequence_number, delivery_count, send_at, created_at, acked, dead_lettered, \
            dead_reason, last_error, expires_at, mode)) \
          FROM outbox_messages WHERE id IN (SELECT value FROM json_each(?))",
@@ -729,6 +714,7 @@ struct JsonRow {
     receiver_type: String,
     msg_type: String,
     payload_hex: String,
+    principal: String,
     headers: String,
     idempotency_key: String,
     conflict: String,
@@ -746,9 +732,20 @@ struct JsonRow {
 
 impl JsonRow {
     fn into_message(self) -> Result<OutboxMessage> {
+        let conflict = Conflict::from_stored(&self.conflict).ok_or_else(|| {
+            decode_error(format!(
+                "row {}: unknown conflict {:?}",
+                self.id, self.conflict
+            ))
+        })?;
+        let mode = DispatchMode::from_stored(&self.mode).ok_or_else(|| {
+            decode_error(format!("row {}: unknown mode {:?}", self.id, self.mode))
+        })?;
         Ok(OutboxMessage {
             payload: unhex(&self.payload_hex)
-                .ok_or_else(|| decode_error(format!("row {}: payload is not hex", self.id)))?,
+                .ok_or_else(|| decode_error(format!("row {}: payload is not hex", self.id)))?
+                .into(),
+            principal: self.principal,
             id: self.id,
             tenant: self.tenant,
             namespace: self.namespace,
@@ -760,7 +757,7 @@ impl JsonRow {
             msg_type: self.msg_type,
             headers: self.headers,
             idempotency_key: self.idempotency_key,
-            conflict: self.conflict,
+            conflict,
             sequence_number: self.sequence_number,
             delivery_count: self.delivery_count,
             send_at: self.send_at,
@@ -771,7 +768,7 @@ impl JsonRow {
             dead_reason: self.dead_reason,
             last_error: self.last_error,
             expires_at: self.expires_at,
-            mode: self.mode,
+            mode,
         })
     }
 }
