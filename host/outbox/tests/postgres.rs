@@ -33,6 +33,7 @@ on_postgres!(
     compaction_deletes_only_acked_rows_past_retention,
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
+    dispatch_gives_up_at_the_callers_deadline,
 );
 
 /// Two hosts (two `Outbox`es, two pools) relay the same partitions of one Postgres: no message

@@ -31,6 +31,7 @@ on_sqlite!(
     compaction_deletes_only_acked_rows_past_retention,
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
+    dispatch_gives_up_at_the_callers_deadline,
 );
 
 /// The SQLite store keeps claims in its process, so a second opener (another host on the same

@@ -948,3 +948,55 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
     relay.shutdown().await;
     assert_eq!(payloads_of(&rx, "Leader/9"), vec!["beat3"]);
 }
+
+/// `dispatch`'s immediate attempts give up at the caller's deadline even when the receiver
+/// ignores it (the permit is not held longer), and the message stays for the relay; with the
+/// deadline already past nothing is attempted.
+pub async fn dispatch_gives_up_at_the_callers_deadline(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.script("W/1", [Answer::Stall(10_000)]);
+    let t0 = tokio::time::Instant::now();
+    let deadline = (t0 + Duration::from_millis(200)).into_std();
+    let res = outbox
+        .dispatch(vec![msg("W/1", "slow")], &rx, Some(deadline))
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 1));
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000),
+        "the attempt gave up after {waited:?}"
+    );
+    assert_eq!(
+        outbox.limits(),
+        vec![(0, "other".to_string(), 10)],
+        "the permit is back"
+    );
+    // Past the deadline already: stored, not attempted.
+    let gone = (tokio::time::Instant::now() - Duration::from_millis(1)).into_std();
+    let res = outbox
+        .dispatch(vec![msg("W/2", "late")], &rx, Some(gone))
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert!(payloads_of(&rx, "W/2").is_empty() && rx.seen().iter().all(|s| s.receiver != "W/2"));
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("both delivered by the relay", T, |r| {
+        r.delivered_count() == 2
+    })
+    .await;
+    relay.shutdown().await;
+    // The stalled attempt was dropped at the deadline (it never answered) and counted as a
+    // failed attempt: the relay's delivery is attempt 2.
+    let w1: Vec<(String, u32)> = rx
+        .delivered()
+        .into_iter()
+        .filter(|s| s.receiver == "W/1")
+        .map(|s| (String::from_utf8(s.payload).unwrap(), s.attempt))
+        .collect();
+    assert_eq!(w1, [("slow".to_string(), 2)]);
+    assert_eq!(payloads_of(&rx, "W/2"), ["late"]);
+}

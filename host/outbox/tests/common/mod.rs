@@ -117,6 +117,8 @@ pub fn fast_config() -> sluice_outbox::OutboxConfigBuilder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     Ok,
+    /// Take this long (tokio time), then succeed; ignores any deadline.
+    Stall(u64),
     Capacity(u64),
     Transient(&'static str),
     Permanent(&'static str),
@@ -250,6 +252,12 @@ impl Delivery for TestReceiver {
                 .or_else(|| st.always.get(&msg.receiver).cloned())
                 .unwrap_or(Answer::Ok)
         };
+        let answer = if let Answer::Stall(ms) = answer {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Answer::Ok
+        } else {
+            answer
+        };
         let answer = if answer == Answer::Ok {
             let cap = self.capacity.load(Ordering::Relaxed);
             if cap > 0
@@ -268,7 +276,7 @@ impl Delivery for TestReceiver {
             answer
         };
         let result = match answer {
-            Answer::Ok => Ok(()),
+            Answer::Ok | Answer::Stall(_) => Ok(()),
             Answer::Capacity(ms) => Err(DeliveryError::mailbox_full(ms)),
             Answer::Transient(e) => Err(DeliveryError::Transient(e.into())),
             Answer::Permanent(e) => Err(DeliveryError::Permanent(e.into())),
