@@ -19,6 +19,7 @@
     allow(unused, unreachable_code)
 )]
 
+mod batch;
 mod bulkhead;
 pub mod channel;
 mod clock;

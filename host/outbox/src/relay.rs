@@ -21,6 +21,7 @@ use sluice_flow::backoff::RetryBudget;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::batch::BatchSize;
 use crate::delivery::Delivery;
 use crate::message::{OutboxMessage, Release, Settlement};
 use crate::outbox::{Attempted, Inner, Outbox, Verdict, apply_verdict, envelope_of};
@@ -103,7 +104,7 @@ impl Worker {
         let clock = self.inner.clock.clone();
         let interval = Duration::from_millis(cfg.relay_interval_ms);
         let stats_every = cfg.stats_interval_ms.max(1) as i64;
-        let batch_size = cfg.relay_batch_size;
+        let mut batch_size = BatchSize::new(cfg.relay_batch_size);
         let lease = cfg.lease_ms as i64;
         let retention = cfg.acked_retention_ms as i64;
         let start = clock.now_ms();
@@ -112,32 +113,39 @@ impl Worker {
         let mut low_water: i64 = 0;
         let mut last_full_scan = start;
         let p = self.partition;
+        let inner = self.inner.clone();
+        let metrics = &inner.partitions[p as usize].metrics;
+        metrics.batch_size.set(f64::from(batch_size.get()));
         loop {
             if *stop.borrow() {
                 break;
             }
             let mut busy = false;
             let now = clock.now_ms();
+            let asked = batch_size.get();
             let claimed = self
                 .inner
                 .channel
-                .claim(p, batch_size, now, lease, low_water)
+                .claim(p, asked, now, lease, low_water)
                 .await;
             match claimed {
                 Ok(batch) => {
-                    busy = batch.len() as u32 >= batch_size;
+                    let claimed = batch.len() as u32;
+                    let full = claimed >= asked;
                     // Low-water mark: while batches come back full, the next claim starts at
                     // this batch's first id (its unsettled rows stay at or above it). A short
                     // batch, or a second since the last full scan, resets it to 0, so rows
                     // below the mark (backing off, delayed, replayed) wait at most that long.
-                    if busy && now - last_full_scan < LOW_WATER_RESET_MS {
+                    if full && now - last_full_scan < LOW_WATER_RESET_MS {
                         low_water = batch.first().map_or(0, |m| m.id);
                     } else {
                         low_water = 0;
                         last_full_scan = now;
                     }
+                    let mut unattempted = 0;
                     if !batch.is_empty() {
-                        let settlement = self.process(batch).await;
+                        let settlement;
+                        (settlement, unattempted) = self.process(batch, now + lease).await;
                         if let Err(e) = self.inner.channel.settle(&settlement, clock.now_ms()).await
                         {
                             // The rows stay claimed and reappear after their lease: at least once.
@@ -148,6 +156,12 @@ impl Worker {
                                 .increment(1);
                         }
                     }
+                    // Straight on while there is a backlog the receivers keep up with; rows
+                    // left for want of permits wait for the next interval instead of being
+                    // claimed again at once.
+                    busy = full && unattempted == 0;
+                    batch_size.on_cycle(claimed, unattempted);
+                    metrics.batch_size.set(f64::from(batch_size.get()));
                 }
                 Err(e) => {
                     tracing::warn!(partition = p, error = %e, transient = e.is_transient(), "outbox claim failed");
@@ -194,7 +208,9 @@ impl Worker {
         }
     }
 
-    async fn process(&mut self, batch: Vec<OutboxMessage>) -> Settlement {
+    /// Deliver one claimed batch (leased until `lease_end`). Returns the verdicts, and how
+    /// many rows were left unattempted for want of a permit or of lease time.
+    async fn process(&mut self, batch: Vec<OutboxMessage>, lease_end: i64) -> (Settlement, u32) {
         let now = self.inner.clock.now_ms();
         let inner = &*self.inner;
         let part = &inner.partitions[self.partition as usize];
@@ -216,6 +232,10 @@ impl Worker {
             groups[i].push(m);
         }
 
+        // No delivery starts in the last quarter of the lease: a row still being delivered when
+        // its lease ends could be claimed again (by another host on Postgres) and delivered
+        // twice at once, or overtaken. Later rows of a long chain go back to the store.
+        let give_up_at = lease_end - (lease_end - now) / 4;
         let mut chains = Vec::with_capacity(groups.len());
         for group in groups {
             let head = &group[0];
@@ -248,32 +268,42 @@ impl Worker {
                 group,
                 &*self.delivery,
                 now,
+                give_up_at,
             ));
         }
         let results = join_all(chains).await;
         let now = inner.clock.now_ms();
-        for (m, verdict) in results.into_iter().flatten() {
-            inner.record(m, verdict, now, &mut self.rng, &mut settlement);
+        let mut unattempted = 0;
+        for (chain, starved) in results {
+            unattempted += starved;
+            for (m, verdict) in chain {
+                inner.record(m, verdict, now, &mut self.rng, &mut settlement);
+            }
         }
-        settlement
+        (settlement, unattempted)
     }
 }
 
 /// Deliver one receiver's claimed rows in order; stop at the first row that is not delivered.
+/// Also returns how many rows were left for want of a permit or of lease time (`give_up_at`).
 async fn deliver_chain(
     inner: &Inner,
     partition: u32,
     group: Vec<OutboxMessage>,
     delivery: &dyn Delivery,
     now: i64,
-) -> Vec<(Attempted, Verdict)> {
+    give_up_at: i64,
+) -> (Vec<(Attempted, Verdict)>, u32) {
     let part = &inner.partitions[partition as usize];
     let bulkhead = part.bulkhead(&group[0].receiver_type);
     let mut out = Vec::with_capacity(group.len());
     let mut stopped = false;
-    for mut m in group {
+    let mut starved = false;
+    let mut unattempted = 0;
+    for (i, mut m) in group.into_iter().enumerate() {
         let attempted = Attempted::of(&m);
         if stopped {
+            unattempted += u32::from(starved);
             out.push((attempted, Verdict::NotAttempted));
             continue;
         }
@@ -281,9 +311,17 @@ async fn deliver_chain(
             out.push((attempted, Verdict::Expired));
             continue;
         }
+        // The first row's check is free (`now` is when the batch was claimed).
+        if i > 0 && inner.clock.now_ms() >= give_up_at {
+            (stopped, starved) = (true, true);
+            unattempted += 1;
+            out.push((attempted, Verdict::NotAttempted));
+            continue;
+        }
         let Some(permit) = bulkhead.limiter.try_acquire() else {
             bulkhead.acquire_rejected.increment(1);
-            stopped = true;
+            (stopped, starved) = (true, true);
+            unattempted += 1;
             out.push((attempted, Verdict::NotAttempted));
             continue;
         };
@@ -298,5 +336,5 @@ async fn deliver_chain(
         stopped = !matches!(verdict, Verdict::Delivered);
         out.push((attempted, verdict));
     }
-    out
+    (out, unattempted)
 }

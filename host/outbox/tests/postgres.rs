@@ -89,3 +89,57 @@ async fn two_relays_on_one_postgres_never_double_deliver_concurrently() {
         assert_eq!(got, want, "FIFO for W/{w} across two relays");
     }
 }
+
+/// A chain of slow deliveries to one receiver outlasts its claim's lease. The relay starts no
+/// delivery in the last quarter of a lease and gives the rest back, so a second host claiming
+/// after the lease never delivers a row the first is still working through: each message
+/// once, in order, never two at a time. (Paused time: each delivery takes 150 ms of it.)
+#[tokio::test(start_paused = true)]
+async fn a_chain_longer_than_its_lease_is_never_delivered_twice_by_two_relays() {
+    use common::Answer;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(1)
+        .lease_ms(400)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let rx = common::TestReceiver::new();
+    rx.script("R/1", (0..6).map(|_| Answer::Stall(150)));
+    let msgs = (0..6)
+        .map(|i| sluice_outbox::NewMessage::new("R/1", "job", format!("m{i}").into_bytes()))
+        .collect();
+    host_a.enqueue(msgs).await.unwrap();
+    let relay_a = host_a.start_relay(Arc::new(rx.clone()));
+    let relay_b = host_b.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("all six", Duration::from_secs(60), |r| {
+        r.delivered_count() >= 6
+    })
+    .await;
+    // Once every row is acked no relay can claim one again, and shutting the relays down
+    // waits for any delivery still in flight.
+    common::eventually("all acked", Duration::from_secs(60), || async {
+        host_a.stats().await.unwrap()[0].depth == 0
+    })
+    .await;
+    relay_a.shutdown().await;
+    relay_b.shutdown().await;
+    let got: Vec<String> = rx
+        .seen()
+        .into_iter()
+        .map(|s| String::from_utf8(s.payload).unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        ["m0", "m1", "m2", "m3", "m4", "m5"],
+        "once each, in order"
+    );
+    assert_eq!(
+        rx.concurrent_same_id
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
