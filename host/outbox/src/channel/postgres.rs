@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::enqueue::{self, EnqueueTx, Insert};
@@ -35,23 +35,38 @@ const LOCK_CLASS_KEY: i32 = 0x5101;
 /// The shared outbox store.
 #[derive(Debug, Clone)]
 pub struct PostgresChannel {
+    /// Enqueues, DLQ operations, stats: durable commits.
     pool: PgPool,
+    /// Claims and settlements: asynchronous commits (see [`PostgresChannel::open`]).
+    relay: PgPool,
+}
+
+fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        // sqlx already pings every connection when it goes back to the pool (and drops a
+        // broken one); pinging again on acquire put a second round trip in front of every
+        // claim and settle (batch 20 end to end: 16.5–20k -> 20.7–21.9k msgs/s).
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
 }
 
 impl PostgresChannel {
     /// Connect to `url` (a pool of up to `max_connections`) and run migrations.
     pub async fn open(url: &str, max_connections: u32) -> Result<Self> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(2))
-            // sqlx already pings every connection when it goes back to the pool (and drops a
-            // broken one); pinging again on acquire put a second round trip in front of every
-            // claim and settle (batch 20 end to end: 16.5–20k -> 20.7–21.9k msgs/s).
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect(url)
+        let options: PgConnectOptions = url.parse()?;
+        let pool = pool_options(max_connections.max(2))
+            .connect_with(options.clone())
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        // Claims and settlements commit without waiting for the WAL flush: one lost in a
+        // crash only means its rows are delivered again once their lease ends (at-least-once
+        // allows it; FIFO holds, since commits are lost newest first). Enqueues, on `pool`,
+        // stay synchronous: a stored message is never lost.
+        let relay = pool_options(max_connections.max(2))
+            .connect_with(options.options([("synchronous_commit", "off")]))
+            .await?;
+        Ok(Self { pool, relay })
     }
 
     /// The underlying pool (tests and benchmarks).
@@ -59,8 +74,9 @@ impl PostgresChannel {
         &self.pool
     }
 
-    /// Close the pool.
+    /// Close the pools.
     pub async fn close(&self) {
+        self.relay.close().await;
         self.pool.close().await;
     }
 }
@@ -286,48 +302,16 @@ impl Channel for PostgresChannel {
         lease_ms: i64,
         min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
-        let sql = format!(
-            "UPDATE outbox_messages SET claimed_until = $1 WHERE id IN ( \
-               SELECT m.id FROM outbox_messages m \
-               WHERE m.partition = $2 AND m.id >= $5 AND NOT m.acked AND NOT m.dead_lettered \
-                 AND m.send_at <= $3 AND m.claimed_until <= $3 \
-                 AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
-                     WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
-                       AND o.id < m.id \
-                       AND (o.send_at > $3 OR o.claimed_until > $3 OR o.id < $5) \
-                     OFFSET 0) \
-               ORDER BY m.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-             RETURNING {COLUMNS}"
-        );
-        let mut tx = self.pool.begin().await?;
-        // A lost claim only means the row is claimed again after a crash (at-least-once
-        // already allows it), so the claim's commit need not wait for a WAL flush: this halves
-        // the fsyncs per relay cycle.
-        // The claim must walk the (partition, id) index in order and stop after `limit` rows.
-        // With stale statistics (a bulk enqueue before autoanalyze runs) the planner guessed a
-        // handful of rows and chose a bitmap scan of the whole partition plus a sort, running
-        // the FIFO probe for every pending row: 68k buffers per claim instead of ~2k, and a
-        // drain that slowed as the backlog grew. Bitmap and sequential scans are off for this
-        // transaction only.
-        sqlx::query(
-            "SELECT set_config('synchronous_commit', 'off', true), \
-                    set_config('enable_bitmapscan', 'off', true), \
-                    set_config('enable_seqscan', 'off', true), \
-                    pg_advisory_xact_lock($1, $2)",
-        )
-        .bind(LOCK_CLASS_PARTITION)
-        .bind(partition as i32)
-        .execute(&mut *tx)
-        .await?;
-        let mut rows: Vec<OutboxMessage> = sqlx::query_as(&sql)
-            .bind(now_ms + lease_ms)
-            .bind(i64::from(partition))
-            .bind(now_ms)
-            .bind(i64::from(limit))
-            .bind(min_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        // One round trip (migration 0004): lock and claim inside the function.
+        let mut rows: Vec<OutboxMessage> =
+            sqlx::query_as("SELECT * FROM sluice_outbox_claim($1, $2, $3, $4, $5)")
+                .bind(i64::from(partition))
+                .bind(i64::from(limit))
+                .bind(now_ms)
+                .bind(now_ms + lease_ms)
+                .bind(min_id)
+                .fetch_all(&self.relay)
+                .await?;
         rows.sort_unstable_by_key(|m| m.id);
         Ok(rows)
     }
@@ -347,7 +331,7 @@ impl Channel for PostgresChannel {
         .iter()
         .filter(|n| **n > 0)
         .count();
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.relay.acquire().await?;
         if statements > 1 {
             sqlx::query("BEGIN").execute(&mut *conn).await?;
         }
