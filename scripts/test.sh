@@ -10,6 +10,8 @@ export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
 echo "== toolchains"
 rustup target add wasm32-wasip2 >/dev/null
 bash scripts/guest-toolchains.sh
+# Chromium, promtool and the console's npm packages for tests/tests/console.rs.
+bash scripts/console-deps.sh
 # A real Postgres on loopback for the outbox's Postgres tests (installs it if missing).
 eval "$(bash scripts/postgres.sh)"
 trap 'bash scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT

@@ -60,12 +60,6 @@ pub fn sluice_binary(name: &str) -> PathBuf {
     if let Some((_, path)) = copies.iter().find(|(n, _)| n == name) {
         return path.clone();
     }
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
-        .current_dir(root())
-        .status()
-        .expect("running cargo build -p sluice-cli");
-    assert!(status.success(), "building the sluice binary failed");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
@@ -73,12 +67,41 @@ pub fn sluice_binary(name: &str) -> PathBuf {
     std::fs::create_dir_all(&tmp).expect("creating target/tmp");
     // Written beside and renamed into place: a process still running an earlier copy (a
     // previous run of this test binary) keeps its own file.
-    let private = tmp.join(name);
+    let private = tmp.join(format!("{name}-{}", short_hash(&root())));
     let staged = tmp.join(format!("{name}.{}", std::process::id()));
-    std::fs::copy(target.join("debug/sluice"), &staged).expect("copying the sluice binary");
+    let want = root().join("host/cli");
+    // Another checkout sharing the target dir may swap `debug/sluice` between our build and
+    // our copy: the copy must say it was built from this checkout.
+    for attempt in 0.. {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
+            .current_dir(root())
+            .status()
+            .expect("running cargo build -p sluice-cli");
+        assert!(status.success(), "building the sluice binary failed");
+        std::fs::copy(target.join("debug/sluice"), &staged).expect("copying the sluice binary");
+        let built_from = Command::new(&staged)
+            .env("SLUICE_PRINT_BUILD_ROOT", "1")
+            .output()
+            .expect("running the copied sluice binary");
+        if Path::new(String::from_utf8_lossy(&built_from.stdout).trim()) == want {
+            break;
+        }
+        assert!(
+            attempt < 20,
+            "target/debug/sluice keeps coming from another checkout"
+        );
+    }
     std::fs::rename(&staged, &private).expect("moving the sluice binary into place");
     copies.push((name.to_string(), private.clone()));
     private
+}
+
+fn short_hash(p: &Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.hash(&mut h);
+    format!("{:08x}", h.finish() as u32)
 }
 
 /// A `sluice run APP` child process on loopback ports the OS picks: where it listens, and
@@ -96,14 +119,16 @@ pub struct SluiceRun {
 impl SluiceRun {
     /// Starts `bin run app --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 ARGS…` with `env`
     /// added to the test's environment, and waits (bounded) until it prints both addresses.
+    /// A `--listen` or `--admin-listen` in `args` replaces the default one.
     pub async fn start(bin: &Path, app: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(bin);
-        cmd.arg("run")
-            .arg(app)
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.arg("run").arg(app);
+        for flag in ["--listen", "--admin-listen"] {
+            if !args.contains(&flag) {
+                cmd.args([flag, "127.0.0.1:0"]);
+            }
+        }
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }

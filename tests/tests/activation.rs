@@ -75,6 +75,58 @@ async fn an_actor_mid_turn_is_never_evicted_and_the_refusal_is_typed() {
     assert_eq!(active(&host, "Slow"), 2);
 }
 
+/// A key refused at the activation cap is never stopped. Both of the type's two slots hold
+/// long turns; 50 asks to a third key are each refused `RESOURCE_EXHAUSTED` with a retry hint
+/// of about when the soonest of those turns ends (never `UNAVAILABLE`: a refusal is not a
+/// crash and does not count toward restart intensity), and once a slot frees that same key
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_activations_carry_a_hint_and_never_stop_the_key() {
+    let host = host_with(
+        test_config(),
+        vec![(
+            ChildSpec::new("Slow2", "slow.wasm").max_activations(2),
+            "slow",
+        )],
+    )
+    .await;
+    let long = |key: &'static str| {
+        let h = host.clone();
+        tokio::spawn(async move { h.ask(&format!("Slow2/{key}"), "wait", "1500", T).await })
+    };
+    // A first round teaches each actor its turn time (1.5 s) ...
+    let (a, b) = (long("a"), long("b"));
+    assert_eq!(a.await.unwrap().unwrap(), b"1500");
+    assert_eq!(b.await.unwrap().unwrap(), b"1500");
+    // ... so while the second round runs, the hint says when the first of them ends.
+    let (a, b) = (long("a"), long("b"));
+    sluice_tests::wait_until(T, "both slow turns running", || host.inflight_turns() == 2).await;
+    let started = std::time::Instant::now();
+    for i in 0..50 {
+        let e = host.ask("Slow2/c", "ok", "", T).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted, "ask {i}: {e}");
+        let hint = e
+            .retry_after_ms
+            .unwrap_or_else(|| panic!("no retry hint: {e}"));
+        // The learnt turn time is ~1.5 s (a little more under load); the hint is what is left.
+        let left = 1500u64.saturating_sub(started.elapsed().as_millis() as u64);
+        assert!(
+            hint <= 1700 && hint + 300 >= left,
+            "ask {i}: hint {hint} ms, the running turns end in ~{left} ms"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "RESOURCE_EXHAUSTED: actor type Slow2 at max_activations=2 with no idle actor to deactivate; cannot activate Slow2/c (retry_after_ms={hint})"
+            )
+        );
+    }
+    assert_eq!(a.await.unwrap().unwrap(), b"1500");
+    assert_eq!(b.await.unwrap().unwrap(), b"1500");
+    assert_eq!(host.ask("Slow2/c", "ok", "", T).await.unwrap(), b"alive");
+    assert_eq!(sluice_tests::type_status(&host, "Slow2").stopped, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn supervised_eager_instances_are_never_evicted() {
     let host = host_with(

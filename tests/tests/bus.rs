@@ -431,7 +431,7 @@ async fn ingress_principal_reaches_subscriber_and_metrics_are_exported() {
         "sluice_ipc_rate_limited_total{class=\"agent\",reason=\"exceeds_quota\"}",
         "sluice_bus_publish_refused_total{reason=\"rate_limited\"}",
         "sluice_bus_active_principals{subscriber=\"Echo\"}",
-        "sluice_bus_budget_bytes_in_use{subscriber=\"Echo\"}",
+        "sluice_bus_budget_in_use_bytes{subscriber=\"Echo\"}",
     ] {
         assert!(text.contains(needle), "missing {needle} in:\n{text}");
     }

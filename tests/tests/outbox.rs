@@ -157,6 +157,78 @@ async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost
     assert!(metric("sluice_outbox_limiter_success_total", &[]) >= 4.0);
 }
 
+/// Flow control never turns a capacity limit into a stopped actor or a dead letter: 10,000
+/// messages dispatched to 40 keys of a type capped at 4 live activations (20 ms turns,
+/// mailboxes of 2), under the DEFAULT retry policy (5 attempts), are all delivered and run,
+/// with an empty DLQ and no actor stopped. Refused activations reach the relay as capacity
+/// signals (the limiter halves, the message backs off) and never count as attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_past_the_activation_cap_delivers_everything_and_dead_letters_nothing() {
+    install_metrics();
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_with(
+        test_config(),
+        vec![
+            (
+                ChildSpec::new("Capped", "slow.wasm")
+                    .mailbox(2, MailboxStrategy::Error)
+                    .max_activations(4),
+                "slow",
+            ),
+            (ChildSpec::new("Echo", "echo.wasm"), "echo"),
+        ],
+    )
+    .await;
+    let cfg = OutboxConfig {
+        actor_types: vec!["Capped".into(), "Echo".into()],
+        ..OutboxConfig::default()
+    };
+    host.attach_outbox(outbox_at(dir.path(), cfg).await);
+    let targets: Vec<String> = (0..40).map(|i| format!("Capped/k{i}")).collect();
+    let req = json!({"targets": targets, "msg_type": "sleep", "payload": "20"}).to_string();
+    for round in 0..250 {
+        let r = json(
+            &host
+                .ask("Echo/leader", "dispatch", req.clone(), T)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(r["ok"], true, "round {round}: {r}");
+    }
+    let h = host.clone();
+    wait_until(
+        Duration::from_secs(900),
+        "the relay to deliver all 10,000",
+        || futures_block(pending(&h)) == 0,
+    )
+    .await;
+    let turns = || {
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", "Capped"), ("outcome", "ok")],
+        )
+    };
+    wait_until(T, "every delivered message's turn to run", || {
+        turns() >= 10_000.0
+    })
+    .await;
+    assert_eq!(turns(), 10_000.0, "each message ran exactly once");
+    let dead = host.outbox().unwrap().dlq_list(None, 10).await.unwrap();
+    assert!(dead.is_empty(), "nothing dead-lettered: {dead:?}");
+    assert_eq!(sluice_tests::type_status(&host, "Capped").stopped, 0);
+    assert_eq!(
+        metric("sluice_actor_stopped_total", &[("actor_type", "Capped")]),
+        0.0
+    );
+    // The cap was really hit: the relay saw capacity refusals.
+    assert!(
+        metric(
+            "sluice_outbox_limiter_rejection_total",
+            &[("actor_type", "Capped")]
+        ) > 0.0
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tell_reliable_goes_direct_or_to_the_outbox_and_always_arrives() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 
 use crate::metrics::EVENTS_PUBLISHED_TOTAL;
 use crate::route::Route;
-use crate::{Event, EventReceiver, IpcRateLimiter, RoutedReceiver};
+use crate::{Event, EventReceiver, IpcRateLimiter, RouteStats, RoutedReceiver};
 use parking_lot::RwLock;
 use sluice_flow::drr::DrrConfig;
 use sluice_flow::ratelimit::RateLimitError;
@@ -90,6 +90,19 @@ pub(crate) struct Inner {
     next_route: AtomicU64,
     route_config: DrrConfig,
     rate_limiter: Option<IpcRateLimiter>,
+}
+
+/// One routed subscription as [`EventBus::route_summaries`] reports it.
+#[derive(Debug, Clone)]
+pub struct RouteSummary {
+    /// The label its metrics carry (the subscribing actor type, for the host).
+    pub subscriber: &'static str,
+    /// The topic pattern.
+    pub pattern: String,
+    /// Depth, bytes, age and counters.
+    pub stats: RouteStats,
+    /// The principals holding the most queued bytes, largest first.
+    pub top_principals: Vec<(Arc<str>, usize)>,
 }
 
 /// The event bus. Cheap to clone; clones share the ring, the routes table and
@@ -212,6 +225,28 @@ impl EventBus {
             route,
             bus: Arc::downgrade(&self.inner),
         })
+    }
+
+    /// Every routed subscription, oldest first, with its stats and the `top` principals
+    /// holding the most queued bytes (for a status page: `O(principals)` per route).
+    pub fn route_summaries(&self, top: usize) -> Vec<RouteSummary> {
+        let mut routes: Vec<(u64, Arc<Route>)> = self
+            .inner
+            .routes
+            .read()
+            .iter()
+            .map(|(id, r)| (*id, Arc::clone(r)))
+            .collect();
+        routes.sort_unstable_by_key(|(id, _)| *id);
+        routes
+            .into_iter()
+            .map(|(_, r)| RouteSummary {
+                subscriber: r.subscriber(),
+                pattern: r.pattern.as_str().to_string(),
+                stats: r.stats(),
+                top_principals: r.top_principals(top),
+            })
+            .collect()
     }
 
     /// Routed subscriptions currently registered.

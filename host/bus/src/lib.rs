@@ -28,7 +28,9 @@ mod ratelimit;
 mod route;
 
 pub use broadcast::EventReceiver;
-pub use bus::{BusConfig, DEFAULT_BROADCAST_CAPACITY, EventBus, PublishError, PublishReport};
+pub use bus::{
+    BusConfig, DEFAULT_BROADCAST_CAPACITY, EventBus, PublishError, PublishReport, RouteSummary,
+};
 pub use dispatcher::{
     DEFAULT_IDLE_GRACE, DEFAULT_MAX_QUEUES_PER_ACTOR_TYPE, DEFAULT_QUEUE_CAPACITY, DispatchError,
     DispatchKey, Dispatcher, DispatcherConfig, DispatcherStats, Handler,

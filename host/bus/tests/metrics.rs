@@ -76,7 +76,7 @@ fn evictions_refusals_and_gauges_are_labelled_by_principal_class_only() {
             2.0
         );
         assert_eq!(
-            rec.gauge("sluice_bus_budget_bytes_in_use{subscriber=test_route}"),
+            rec.gauge("sluice_bus_budget_in_use_bytes{subscriber=test_route}"),
             800.0
         );
         // Evicts alice's (oldest) then agent:7's.
@@ -105,7 +105,7 @@ fn evictions_refusals_and_gauges_are_labelled_by_principal_class_only() {
         );
         drop(rx.try_drain(usize::MAX));
         assert_eq!(
-            rec.gauge("sluice_bus_budget_bytes_in_use{subscriber=test_route}"),
+            rec.gauge("sluice_bus_budget_in_use_bytes{subscriber=test_route}"),
             0.0
         );
         // A dropped subscription takes its share out of the gauges.

@@ -243,3 +243,41 @@ fn concurrent_publishers_lose_nothing_unaccounted_and_keep_per_principal_order()
         }
     }
 }
+
+#[tokio::test]
+async fn route_summaries_name_each_route_and_its_heaviest_principals() {
+    let bus = EventBus::new();
+    let _a = bus.subscribe_routed("agents.*", "Agents").unwrap();
+    let mut b = bus.subscribe_routed("jobs", "Jobs").unwrap();
+    for (p, n) in [("alice", 1), ("bob", 4), ("carol", 2)] {
+        for _ in 0..n {
+            bus.publish(Event::new("agents.tick", vec![1; 100]).with_principal(p))
+                .unwrap();
+        }
+    }
+    bus.publish(Event::new("jobs", vec![1; 50]).with_principal("dave"))
+        .unwrap();
+    let s = bus.route_summaries(2);
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0].subscriber, s[0].pattern.as_str()),
+        ("Agents", "agents.*")
+    );
+    assert_eq!(s[0].stats.active_principals, 3);
+    let top: Vec<(&str, usize)> = s[0]
+        .top_principals
+        .iter()
+        .map(|(p, n)| (&**p, *n))
+        .collect();
+    assert_eq!(
+        top,
+        vec![
+            ("bob", s[0].stats.bytes_in_use * 4 / 7),
+            ("carol", s[0].stats.bytes_in_use * 2 / 7)
+        ]
+    );
+    assert_eq!((s[1].subscriber, s[1].pattern.as_str()), ("Jobs", "jobs"));
+    assert_eq!(s[1].top_principals.len(), 1);
+    b.try_drain(usize::MAX);
+    assert!(bus.route_summaries(2)[1].top_principals.is_empty());
+}

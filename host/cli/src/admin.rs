@@ -1,19 +1,25 @@
-//! The admin API `sluice deploy` talks to: load or replace modules, read status.
+//! The admin API `sluice deploy` talks to: load or replace modules, read status, manage the
+//! DLQ; and the web console at `/ui` (see [`crate::console`]).
 //!
 //! It listens on loopback by default. Bound anywhere else it refuses to start without a
-//! bearer token, and with a token every request must carry it.
+//! bearer token, and with a token every request must carry it. One check ([`guard`]) stands
+//! in front of every route, the console's included; browsers may send the token as the
+//! password of HTTP Basic authentication, since a page cannot set a bearer header.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_runtime::{ChildSpec, Host};
+
+use crate::console::Console;
 
 /// One module to deploy: the child spec (as in app-config.toml) and the component bytes.
 #[derive(Serialize, Deserialize)]
@@ -26,11 +32,19 @@ pub struct DeployRequest {
 
 struct AdminState {
     host: Host,
-    token: Option<String>,
 }
 
 /// The admin router. `token`: when set, requests need `Authorization: Bearer <token>`.
 pub fn router(host: Host, token: Option<String>) -> Router {
+    with_guard(admin_routes(host), token)
+}
+
+/// The admin router with the web console mounted at `/ui`, behind the same check.
+pub fn router_with_console(host: Host, token: Option<String>, console: &Console) -> Router {
+    with_guard(admin_routes(host).merge(console.router()), token)
+}
+
+fn admin_routes(host: Host) -> Router {
     Router::new()
         .route("/admin/deploy", post(deploy))
         .route("/admin/status", get(status))
@@ -38,14 +52,60 @@ pub fn router(host: Host, token: Option<String>) -> Router {
         .route("/admin/dlq/replay", post(dlq_replay))
         .route("/admin/dlq/purge", post(dlq_purge))
         .layer(DefaultBodyLimit::max(256 << 20))
-        .with_state(Arc::new(AdminState { host, token }))
+        .with_state(Arc::new(AdminState { host }))
 }
 
-fn authorized(state: &AdminState, headers: &HeaderMap) -> bool {
-    let Some(want) = &state.token else {
-        return true;
-    };
-    let got = crate::ingress::bearer_token(headers);
+fn with_guard(routes: Router, token: Option<String>) -> Router {
+    routes.layer(middleware::from_fn_with_state(Arc::new(token), guard))
+}
+
+/// The one check in front of every admin and console route:
+/// - with a token, the request must carry it (`Authorization: Bearer <token>`, or HTTP Basic
+///   with the token as the password);
+/// - without one (loopback only), the `Host` must name a loopback address, so a web page
+///   whose name was rebound to 127.0.0.1 cannot read the console;
+/// - a request a browser marks with an `Origin` (a page's fetch or form) must come from a page
+///   of this listener, so another site cannot replay or purge the DLQ through the browser.
+async fn guard(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    match token.as_deref() {
+        Some(want) => {
+            if !authorized(want, headers) {
+                return unauthorized();
+            }
+        }
+        None => {
+            if !host_is_loopback(headers) {
+                return forbidden("the admin API without a token answers loopback names only");
+            }
+        }
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD && !same_origin(headers) {
+        return forbidden("cross-origin request refused");
+    }
+    next.run(req).await
+}
+
+/// The token a request carries: a bearer token, or the password of HTTP Basic credentials.
+fn presented_token(headers: &HeaderMap) -> Option<String> {
+    if let Some(t) = crate::ingress::bearer_token(headers) {
+        return Some(t.to_string());
+    }
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, b64) = v.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (_, password) = text.split_once(':')?;
+    Some(password.to_string())
+}
+
+fn authorized(want: &str, headers: &HeaderMap) -> bool {
+    let got = presented_token(headers);
     // Compare without early exit so timing does not reveal a prefix.
     got.is_some_and(|g| {
         g.len() == want.len()
@@ -56,18 +116,65 @@ fn authorized(state: &AdminState, headers: &HeaderMap) -> bool {
     })
 }
 
-fn unauthorized() -> Response {
-    (StatusCode::UNAUTHORIZED, axum::Json(json!({"code": "unauthenticated", "message": "UNAUTHENTICATED: missing or wrong bearer token"}))).into_response()
+/// Whether the `Host` header names a loopback address (`localhost`, `*.localhost`,
+/// 127.0.0.0/8, `[::1]`), with or without a port. A request without one (HTTP/1.0) passes:
+/// a browser always sends it.
+fn host_is_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
-async fn deploy(
-    State(state): State<Arc<AdminState>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    if !authorized(&state, &headers) {
-        return unauthorized();
-    }
+/// No `Origin`, or one whose `host[:port]` is this request's `Host`.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let (Ok(origin), Some(Ok(host))) = (
+        origin.to_str(),
+        headers.get(header::HOST).map(|h| h.to_str()),
+    ) else {
+        return false;
+    };
+    origin
+        .split_once("://")
+        .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
+}
+
+fn forbidden(why: &str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(
+            json!({"code": "permission-denied", "message": format!("PERMISSION_DENIED: {why}")}),
+        ),
+    )
+        .into_response()
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        // The challenge makes a browser ask for credentials (the token as the password).
+        [(header::WWW_AUTHENTICATE, r#"Basic realm="sluice admin", charset="UTF-8""#)],
+        axum::Json(json!({"code": "unauthenticated", "message": "UNAUTHENTICATED: missing or wrong bearer token"})),
+    )
+        .into_response()
+}
+
+async fn deploy(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
     let bad = |m: String| {
         (
             StatusCode::BAD_REQUEST,
@@ -102,10 +209,7 @@ async fn deploy(
     }
 }
 
-async fn status(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
-    if !authorized(&state, &headers) {
-        return unauthorized();
-    }
+async fn status(State(state): State<Arc<AdminState>>) -> Response {
     axum::Json(
         json!({"actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
             "bus_subscriptions": state.host.bus_stats()}),
@@ -163,12 +267,8 @@ struct DlqQuery {
 
 async fn dlq_list(
     State(state): State<Arc<AdminState>>,
-    headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<DlqQuery>,
 ) -> Response {
-    if !authorized(&state, &headers) {
-        return unauthorized();
-    }
     let Some(ob) = state.host.outbox() else {
         return no_outbox();
     };
@@ -188,15 +288,7 @@ async fn dlq_list(
     }
 }
 
-async fn dlq_op(
-    state: Arc<AdminState>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-    replay: bool,
-) -> Response {
-    if !authorized(&state, &headers) {
-        return unauthorized();
-    }
+async fn dlq_op(state: Arc<AdminState>, body: axum::body::Bytes, replay: bool) -> Response {
     let Some(ob) = state.host.outbox() else {
         return no_outbox();
     };
@@ -220,18 +312,97 @@ async fn dlq_op(
     }
 }
 
-async fn dlq_replay(
-    State(state): State<Arc<AdminState>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    dlq_op(state, headers, body, true).await
+async fn dlq_replay(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
+    dlq_op(state, body, true).await
 }
 
-async fn dlq_purge(
-    State(state): State<Arc<AdminState>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    dlq_op(state, headers, body, false).await
+async fn dlq_purge(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
+    dlq_op(state, body, false).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_token_comes_as_a_bearer_token_or_a_basic_password() {
+        let basic = |s: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(s)
+            )
+        };
+        assert!(authorized(
+            "t0k",
+            &headers(&[("authorization", "Bearer t0k")])
+        ));
+        assert!(authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("anyone:t0k"))])
+        ));
+        assert!(authorized(
+            "t:k",
+            &headers(&[("authorization", &basic("u:t:k"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("t0k"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", &basic("u:t0"))])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", "Basic !!!")])
+        ));
+        assert!(!authorized(
+            "t0k",
+            &headers(&[("authorization", "Bearer t0kk")])
+        ));
+        assert!(!authorized("t0k", &headers(&[])));
+    }
+
+    #[test]
+    fn only_loopback_host_names_pass_without_a_token() {
+        for ok in [
+            "127.0.0.1:7401",
+            "127.3.2.1",
+            "localhost:1",
+            "LOCALHOST",
+            "app.localhost:9",
+            "[::1]:7401",
+            "[::1]",
+        ] {
+            assert!(host_is_loopback(&headers(&[("host", ok)])), "{ok}");
+        }
+        for bad in [
+            "rebound.example:7401",
+            "10.0.0.1:7401",
+            "localhost.evil.example",
+            "[::2]:1",
+            "[fe80::1]",
+        ] {
+            assert!(!host_is_loopback(&headers(&[("host", bad)])), "{bad}");
+        }
+        assert!(host_is_loopback(&headers(&[])), "HTTP/1.0 without Host");
+    }
+
+    #[test]
+    fn a_posted_origin_must_be_this_listener() {
+        let h = |o: &str| headers(&[("host", "127.0.0.1:7401"), ("origin", o)]);
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:7401")])));
+        assert!(same_origin(&h("http://127.0.0.1:7401")));
+        assert!(!same_origin(&h("http://127.0.0.1:7402")));
+        assert!(!same_origin(&h("http://evil.example")));
+        assert!(!same_origin(&h("null")));
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use sluice_cli::{admin, client, ingress};
+use sluice_cli::{admin, client, console, ingress};
 use sluice_runtime::Host;
 
 #[derive(Parser)]
@@ -122,6 +122,13 @@ struct CallArgs {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // Which checkout this binary was built from. Checkouts of one workspace that share a cargo
+    // target dir overwrite one another's `target/debug/sluice`; tests check this before they
+    // use a copy (tests/src/lib.rs `sluice_binary`).
+    if std::env::var_os("SLUICE_PRINT_BUILD_ROOT").is_some() {
+        println!("{}", env!("CARGO_MANIFEST_DIR"));
+        return std::process::ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -267,7 +274,9 @@ async fn run(
         app_dir.display()
     );
     println!("sluice: ingress on http://{}", ingress_l.local_addr()?);
-    println!("sluice: admin on http://{}", admin_l.local_addr()?);
+    let admin_addr = admin_l.local_addr()?;
+    println!("sluice: admin on http://{admin_addr}");
+    println!("sluice: console on http://{admin_addr}{}", console::PATH);
     let auth = ingress::IngressAuth::new(&app.ingress, listen.ip().is_loopback());
     if auth.requires_token() {
         println!(
@@ -276,7 +285,12 @@ async fn run(
         );
     }
     let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
-    let admin = axum::serve(admin_l, admin::router(host.clone(), admin_token));
+    sluice_cli::metrics_export::export_outbox_config(&host);
+    let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
+    let admin = axum::serve(
+        admin_l,
+        admin::router_with_console(host.clone(), admin_token, &console),
+    );
     tokio::select! {
         r = ingress => r?,
         r = admin => r?,

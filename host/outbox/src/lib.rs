@@ -27,6 +27,7 @@ mod config;
 mod delivery;
 mod error;
 pub mod message;
+pub mod metrics_help;
 mod outbox;
 mod relay;
 mod url;

@@ -243,8 +243,12 @@ pub struct OutboxMessage {
     pub conflict: Conflict,
     /// Sequence number.
     pub sequence_number: i64,
-    /// Failed delivery attempts so far.
+    /// Delivery attempts so far that did not deliver (capacity refusals included).
     pub delivery_count: i64,
+    /// How many of those attempts were capacity refusals (full mailbox, activation cap, a
+    /// handler's own `RESOURCE_EXHAUSTED` with a hint). They never count toward
+    /// `max_attempts`.
+    pub refusals: i64,
     /// Not visible before this time (ms since epoch); backoff moves it.
     pub send_at: i64,
     /// Creation time (ms since epoch).
@@ -351,7 +355,8 @@ pub struct PartitionStats {
 pub struct Settlement {
     /// Delivered: acknowledge.
     pub acks: Vec<i64>,
-    /// Failed attempt, to retry: delivery_count + 1, visible again at `send_at`.
+    /// Failed attempt, to retry: delivery_count + 1 (and refusals + 1 for a capacity
+    /// refusal), visible again at `send_at`.
     pub retries: Vec<Retry>,
     /// Not attempted (no permit, budget, FIFO): unclaim, visible at `send_at`, count unchanged.
     pub releases: Vec<Release>,
@@ -378,6 +383,10 @@ pub struct Retry {
     pub send_at: i64,
     /// The delivery error.
     pub last_error: String,
+    /// The attempt was a capacity refusal (refusals + 1). It does not count toward
+    /// `max_attempts`: the receiver being full says nothing about the message, so flow control
+    /// never turns it into a dead letter.
+    pub refused: bool,
 }
 
 /// A claim given back without an attempt.

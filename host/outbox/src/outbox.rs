@@ -72,8 +72,10 @@ pub(crate) enum Verdict {
 pub(crate) struct Attempted {
     pub id: i64,
     pub partition: u32,
-    /// Failed attempts before this one.
+    /// Attempts before this one that did not deliver.
     pub delivery_count: i64,
+    /// How many of those were capacity refusals.
+    pub refusals: i64,
 }
 
 impl Attempted {
@@ -82,6 +84,7 @@ impl Attempted {
             id: m.id,
             partition: m.partition as u32,
             delivery_count: m.delivery_count,
+            refusals: m.refusals,
         }
     }
 }
@@ -301,6 +304,7 @@ impl Outbox {
                 id,
                 partition: row.partition,
                 delivery_count: 0,
+                refusals: 0,
             };
             if row.send_at > now {
                 // Delayed: not due yet, the relay delivers it at send_at.
@@ -545,11 +549,24 @@ impl Inner {
                 });
             }
             Verdict::Failed(err) => {
+                // Every attempt backs off further; only failures count toward max_attempts.
                 let attempt = u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX);
+                let failures = u32::try_from(m.delivery_count - m.refusals + 1).unwrap_or(u32::MAX);
                 let delay = match &err {
                     DeliveryError::Capacity { retry_after_ms, .. } => {
+                        // Backpressure, not a failure of this message: back off (never
+                        // sooner than the receiver's hint) and try again however often it
+                        // takes; it never counts toward max_attempts (a TTL still bounds it).
                         metrics.backpressure.increment(1);
-                        Some(policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng))
+                        metrics.retries.increment(1);
+                        let d = policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng);
+                        s.retries.push(Retry {
+                            id: m.id,
+                            send_at: now + d as i64,
+                            last_error: err.to_string(),
+                            refused: true,
+                        });
+                        return;
                     }
                     DeliveryError::Transient(_) => {
                         metrics.errors.increment(1);
@@ -562,12 +579,13 @@ impl Inner {
                 };
                 let text = err.to_string();
                 match delay {
-                    Some(d) if policy.should_retry(attempt) => {
+                    Some(d) if policy.should_retry(failures) => {
                         metrics.retries.increment(1);
                         s.retries.push(Retry {
                             id: m.id,
                             send_at: now + d as i64,
                             last_error: text,
+                            refused: false,
                         });
                     }
                     _ => {

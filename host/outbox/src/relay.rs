@@ -239,7 +239,9 @@ impl Worker {
         let mut chains = Vec::with_capacity(groups.len());
         for group in groups {
             let head = &group[0];
-            if head.delivery_count > 0 && !self.budget.try_retry(now as u64) {
+            // Retrying a failure needs budget; re-offering after capacity refusals is paced
+            // by the limiter and the receiver's hints instead.
+            if head.delivery_count > head.refusals && !self.budget.try_retry(now as u64) {
                 part.metrics.budget_exhausted.increment(1);
                 let attempt = u32::try_from(head.delivery_count).unwrap_or(u32::MAX);
                 let defer = policy

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -19,6 +19,7 @@ use crate::bindings::{ActorWorld, wit};
 use crate::error::{ActorError, OverloadScope, TellReceipt};
 use crate::host::HostInner;
 use crate::registry::{ActorId, ActorType, ModuleVersion};
+use crate::slots::{Slot, Slots};
 use crate::state::{StoreState, from_wit};
 
 /// A reply slot for `ask`; `started` tells a timed-out caller whether its turn ever ran.
@@ -87,10 +88,13 @@ pub(crate) struct ActorCell {
     pub eager: bool,
     /// When its last turn started, as nanoseconds since [`clock_origin`] (LRU order).
     pub last_active: AtomicU64,
-    /// This activation holds a live instance (a pool slot).
+    /// An instance of this activation is alive (set once it is instantiated, cleared when it
+    /// is dropped).
     pub live: AtomicBool,
-    /// Asked to deactivate to make room for another activation (see [`reserve_slot`]).
-    pub evict: AtomicBool,
+    /// The activation's counted slot under `max_activations`, taken when the cell was
+    /// created and held until it ends (across crashes, restarts and deploys); taken away by
+    /// an eviction (see `slots.rs`).
+    pub slot: Mutex<Option<Slot>>,
 }
 
 /// Why an offer did not land in this cell.
@@ -107,6 +111,7 @@ impl ActorCell {
         capacity: usize,
         strategy: MailboxStrategy,
         eager: bool,
+        slot: Slot,
     ) -> Self {
         Self {
             id,
@@ -122,7 +127,7 @@ impl ActorCell {
             eager,
             last_active: AtomicU64::new(since_origin(Instant::now())),
             live: AtomicBool::new(false),
-            evict: AtomicBool::new(false),
+            slot: Mutex::new(Some(slot)),
         }
     }
 
@@ -230,166 +235,22 @@ struct Live {
     store: Store<StoreState>,
     world: ActorWorld,
     version: u64,
-    _slot: Slot,
+    /// Declared after the store, so it drops after it: clears `live` once the instance's
+    /// memory is back in the pool.
+    _dropped: InstanceDropped,
 }
 
-/// One counted pool slot (host-wide and per type), released when the instance is dropped.
-struct Slot {
-    host: Arc<HostInner>,
+/// Marks the cell's instance gone and tells a successor waiting for its memory.
+struct InstanceDropped {
     cell: Arc<ActorCell>,
+    slots: Arc<Slots>,
 }
 
-impl Drop for Slot {
+impl Drop for InstanceDropped {
     fn drop(&mut self) {
         self.cell.live.store(false, Ordering::Release);
-        self.cell.ty.live.fetch_sub(1, Ordering::AcqRel);
-        self.host.live.fetch_sub(1, Ordering::AcqRel);
-        self.host.slot_freed.notify_waiters();
+        self.slots.instance_dropped.notify_waiters();
     }
-}
-
-/// How long an activation waits for an evicted instance to give its slot back.
-const SLOT_WAIT: Duration = Duration::from_secs(2);
-
-/// Takes a slot under `max_activations` (host-wide, and the type's own cap when set). At
-/// the cap, asks the least recently used idle activation in scope to deactivate and waits
-/// for its slot; with none idle, fails `RESOURCE_EXHAUSTED` at once. Memory is thereby
-/// bounded by live actors, never by how many keys were ever addressed.
-async fn reserve_slot(cell: &Arc<ActorCell>, host: &Arc<HostInner>) -> Result<Slot, ActorError> {
-    let until = Instant::now() + SLOT_WAIT;
-    loop {
-        let freed = host.slot_freed.notified();
-        tokio::pin!(freed);
-        freed.as_mut().enable();
-        let host_cap = host.config.max_activations;
-        let type_cap = cell.ty.max_activations.load(Ordering::Relaxed);
-        let scope = if !take(&host.live, host_cap) {
-            Scope::Host
-        } else if type_cap > 0 && !take(&cell.ty.live, type_cap) {
-            host.live.fetch_sub(1, Ordering::AcqRel);
-            Scope::Type
-        } else {
-            if type_cap == 0 {
-                cell.ty.live.fetch_add(1, Ordering::AcqRel);
-            }
-            cell.live.store(true, Ordering::Release);
-            return Ok(Slot {
-                host: host.clone(),
-                cell: cell.clone(),
-            });
-        };
-        let (what, cap) = match scope {
-            Scope::Host => ("host".to_string(), host_cap),
-            Scope::Type => (format!("actor type {}", cell.ty.name), type_cap),
-        };
-        let Some(victim) = lru_idle(cell, host, scope) else {
-            return Err(ActorError::new(
-                crate::ErrorCode::ResourceExhausted,
-                format!(
-                    "{what} at max_activations={cap} with no idle actor to deactivate; cannot activate {}",
-                    cell.id
-                ),
-            ));
-        };
-        tracing::debug!(actor = %victim.id, for_actor = %cell.id, "deactivating the least recently used idle actor to make room");
-        victim.evict.store(true, Ordering::Release);
-        victim.notify.notify_one();
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() || tokio::time::timeout(left, freed).await.is_err() {
-            return Err(ActorError::new(
-                crate::ErrorCode::ResourceExhausted,
-                format!(
-                    "{what} at max_activations={cap}; no slot freed within {} ms for {}",
-                    SLOT_WAIT.as_millis(),
-                    cell.id
-                ),
-            ));
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Scope {
-    Host,
-    Type,
-}
-
-/// Increments `n` unless it already reached `cap`.
-fn take(n: &AtomicU32, cap: u32) -> bool {
-    n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-        (v < cap).then_some(v + 1)
-    })
-    .is_ok()
-}
-
-/// The least recently active live activation in `scope` that is idle: not eager, not
-/// mid-turn, nothing queued, not already asked to leave. A scan, paid only at the cap.
-fn lru_idle(me: &Arc<ActorCell>, host: &HostInner, scope: Scope) -> Option<Arc<ActorCell>> {
-    let types = match scope {
-        Scope::Host => host.types(),
-        Scope::Type => vec![me.ty.clone()],
-    };
-    // Exact LRU up to LRU_SAMPLE activations of a type; beyond, the least recently used of
-    // LRU_SAMPLE consecutive cells from a rotating start (approximate LRU, as Redis does), so
-    // making room costs O(LRU_SAMPLE), not O(live actors). Only when no sampled cell is idle
-    // does it fall back to looking at every one.
-    let sampled = oldest_idle(me, &types, true);
-    if sampled.is_some() {
-        return sampled;
-    }
-    if types.iter().any(|t| t.cells.lock().len() > LRU_SAMPLE) {
-        return oldest_idle(me, &types, false);
-    }
-    None
-}
-
-/// The least recently used idle activation among `types`' cells (a sample of each, or all).
-fn oldest_idle(
-    me: &Arc<ActorCell>,
-    types: &[Arc<ActorType>],
-    sample: bool,
-) -> Option<Arc<ActorCell>> {
-    let mut best: Option<(u64, Arc<ActorCell>)> = None;
-    for ty in types {
-        let cells: Vec<Arc<ActorCell>> = {
-            let map = ty.cells.lock();
-            let n = map.len();
-            let (skip, take) = if sample && n > LRU_SAMPLE {
-                (
-                    LRU_CURSOR.fetch_add(LRU_SAMPLE, Ordering::Relaxed) % n,
-                    LRU_SAMPLE,
-                )
-            } else {
-                (0, n)
-            };
-            map.values()
-                .cycle()
-                .skip(skip)
-                .take(take)
-                .cloned()
-                .collect()
-        };
-        for c in cells {
-            if Arc::ptr_eq(&c, me)
-                || c.eager
-                || !c.live.load(Ordering::Acquire)
-                || c.evict.load(Ordering::Acquire)
-            {
-                continue;
-            }
-            {
-                let inbox = c.inbox.lock();
-                if inbox.running || !inbox.mb.is_empty() || inbox.state != InboxState::Open {
-                    continue;
-                }
-            }
-            let at = c.last_active.load(Ordering::Relaxed);
-            if best.as_ref().is_none_or(|(t, _)| at < *t) {
-                best = Some((at, c));
-            }
-        }
-    }
-    best.map(|(_, c)| c)
 }
 
 /// The process-wide origin of `last_active` stamps.
@@ -412,14 +273,9 @@ pub(crate) fn tick_coarse_clock() {
     COARSE_NOW.fetch_max(since_origin(Instant::now()), Ordering::Relaxed);
 }
 
-fn coarse_now() -> u64 {
+pub(crate) fn coarse_now() -> u64 {
     COARSE_NOW.load(Ordering::Relaxed)
 }
-
-/// Activations of one type an eviction looks at (all of them, up to this many).
-const LRU_SAMPLE: usize = 64;
-/// Where the next sample starts; Relaxed: any spread of starts will do.
-static LRU_CURSOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Marker error raised from the epoch callback when a turn overruns `max_turn_ms`.
 #[derive(Debug)]
@@ -433,8 +289,15 @@ impl std::fmt::Display for TurnInterrupted {
 
 impl std::error::Error for TurnInterrupted {}
 
-/// Runs an activation until it is deactivated, stopped, or the host shuts down.
+/// Runs an activation until it is deactivated, stopped, or the host shuts down; then gives
+/// its slot back (after its instance is gone).
 pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
+    serve(&cell, &host).await;
+    drop(cell.slot.lock().take());
+    cell.ty.metrics.deactivations.increment(1);
+}
+
+async fn serve(cell: &Arc<ActorCell>, host: &Arc<HostInner>) {
     let mut live: Option<Live> = None;
     let mut crashes: VecDeque<Instant> = VecDeque::new();
     let idle = (!cell.eager && host.config.idle_deactivate_ms > 0)
@@ -442,12 +305,12 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
 
     if cell.eager {
         let module = cell.ty.current();
-        match activate(&cell, &host, &module).await {
+        match activate(cell, host, &module).await {
             Ok(l) => live = Some(l),
             Err(e) => {
                 tracing::warn!(actor = %cell.id, error = %e, "eager activation failed");
-                if !may_restart(&mut crashes, &module) {
-                    stop(&cell);
+                if !may_restart(&mut crashes, &module, &e) {
+                    stop(cell);
                     return;
                 }
             }
@@ -459,9 +322,9 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
     loop {
         let mut msg = match ready.take() {
             Some(m) => m,
-            None => match next(&cell, &host, idle).await {
+            None => match next(cell, host, idle).await {
                 Some(m) => m,
-                None => break,
+                None => return,
             },
         };
         let now = Instant::now();
@@ -491,13 +354,14 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         }
         if live.is_none() {
             let module = cell.ty.current();
-            match activate(&cell, &host, &module).await {
+            match activate(cell, host, &module).await {
                 Ok(l) => live = Some(l),
                 Err(e) => {
                     cell.inbox.lock().running = false;
+                    let restart = may_restart(&mut crashes, &module, &e);
                     msg.answer(Err(e));
-                    if !may_restart(&mut crashes, &module) {
-                        stop(&cell);
+                    if !restart {
+                        stop(cell);
                         return;
                     }
                     continue;
@@ -507,7 +371,7 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
         let l = live.as_mut().expect("activated above");
         cell.last_active.store(since_origin(now), Ordering::Relaxed);
         host.inflight.fetch_add(1, Ordering::Relaxed);
-        let outcome = turn(l, &host, &mut msg, now).await;
+        let outcome = turn(l, host, &mut msg, now).await;
         host.inflight.fetch_sub(1, Ordering::Relaxed);
         let took = now.elapsed();
         cell.ty.metrics.turn_seconds.record(took.as_secs_f64());
@@ -530,46 +394,52 @@ pub(crate) async fn run(cell: Arc<ActorCell>, host: Arc<HostInner>) {
                 msg.answer(r);
             }
             TurnOutcome::Crashed(e) => {
-                cell.inbox.lock().running = false;
                 cell.ty.metrics.traps.increment(1);
                 let module = cell.ty.current();
                 tracing::warn!(actor = %cell.id, error = %e, "actor instance crashed; discarding it");
                 live = None;
+                let restart = may_restart(&mut crashes, &module, &e);
                 msg.answer(Err(e));
-                if !may_restart(&mut crashes, &module) {
-                    stop(&cell);
+                if !restart {
+                    cell.inbox.lock().running = false;
+                    stop(cell);
                     return;
                 }
                 cell.ty.metrics.restarts.increment(1);
                 // Restart now so `init` runs before the next message, as a supervisor would.
-                match activate(&cell, &host, &module).await {
+                // The actor still counts as busy meanwhile, so it is never evicted mid-restart.
+                match activate(cell, host, &module).await {
                     Ok(l) => live = Some(l),
                     Err(e) => {
                         tracing::warn!(actor = %cell.id, error = %e, "restart failed; will retry on the next message")
                     }
                 }
+                cell.inbox.lock().running = false;
             }
         }
     }
-    drop(live);
-    cell.ty.metrics.deactivations.increment(1);
 }
 
-/// Waits for the next message; `None` when the activation should end.
+/// Waits for the next message; `None` when the activation should end: closed (evicted to
+/// make room, see `slots.rs`), idle for `idle`, or the host is shutting down.
 async fn next(cell: &Arc<ActorCell>, host: &HostInner, idle: Option<Duration>) -> Option<Message> {
     loop {
-        if let Some(m) = cell.pop() {
-            return Some(m);
+        {
+            let mut inbox = cell.inbox.lock();
+            let m = inbox.mb.pop();
+            inbox.running = m.is_some();
+            if m.is_some() {
+                return m;
+            }
+            if inbox.state == InboxState::Closed {
+                return None;
+            }
         }
         if host.is_shutting_down() {
             return None;
         }
-        if cell.evict.swap(false, Ordering::AcqRel) && try_deactivate(cell) {
-            cell.ty.metrics.evictions.increment(1);
-            return None;
-        }
-        // notify_one stores a permit when nobody waits, so a push between pop() and here
-        // is not lost.
+        // notify_one stores a permit when nobody waits, so a push (or a close) between the
+        // check above and here is not lost.
         match idle {
             None => cell.notify.notified().await,
             Some(d) => {
@@ -619,8 +489,13 @@ fn stop(cell: &ActorCell) {
     }
 }
 
-/// Records a crash; false when the restart intensity (N in T) is exceeded.
-fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion) -> bool {
+/// Records a failure; false when the restart intensity (N in T) is exceeded. A capacity
+/// refusal (the engine's pool momentarily out of a kind of slot) is not the actor's fault and
+/// never counts.
+fn may_restart(crashes: &mut VecDeque<Instant>, module: &ModuleVersion, e: &ActorError) -> bool {
+    if e.is_capacity() {
+        return true;
+    }
     let window = Duration::from_millis(module.spec.restart_window_ms);
     record_crash(crashes, module.spec.max_restarts, window, Instant::now())
 }
@@ -637,12 +512,17 @@ fn record_crash(crashes: &mut VecDeque<Instant>, max: u32, window: Duration, now
     crashes.len() <= max as usize
 }
 
+/// Instantiates the module and runs `init`, in the cell's slot (after the instance of the
+/// activation it was taken from, if any, is gone).
 async fn activate(
     cell: &Arc<ActorCell>,
     host: &Arc<HostInner>,
     module: &ModuleVersion,
 ) -> Result<Live, ActorError> {
-    let slot = reserve_slot(cell, host).await?;
+    let predecessor = cell.slot.lock().as_mut().and_then(Slot::take_predecessor);
+    if let Some(p) = predecessor {
+        crate::slots::wait_until_dropped(&p, &host.slots).await;
+    }
     let max_turn = Duration::from_millis(host.config.max_turn_ms);
     let state = StoreState::new(
         host.clone(),
@@ -666,22 +546,28 @@ async fn activate(
         Ok(w) => w,
         Err(e) => return Err(classify(&store, &cell.id, e, "instantiating")),
     };
-    match world
+    cell.live.store(true, Ordering::Release);
+    let mut live = Live {
+        store,
+        world,
+        version: module.version,
+        _dropped: InstanceDropped {
+            cell: cell.clone(),
+            slots: host.slots.clone(),
+        },
+    };
+    match live
+        .world
         .sluice_actor_actor()
-        .call_init(&mut store, &module.init_json)
+        .call_init(&mut live.store, &module.init_json)
         .await
     {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(from_wit(e)),
-        Err(e) => return Err(classify(&store, &cell.id, e, "init")),
+        Err(e) => return Err(classify(&live.store, &cell.id, e, "init")),
     }
     cell.ty.metrics.activations.increment(1);
-    Ok(Live {
-        store,
-        world,
-        version: module.version,
-        _slot: slot,
-    })
+    Ok(live)
 }
 
 enum TurnOutcome {

@@ -1,7 +1,7 @@
 //! The host: engine, registry and the tell/ask paths shared by the Rust API and guest imports.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use crate::error::{ActorError, ErrorCode, LoadError, TellReceipt};
 use crate::host_bus::{HostBus, SubscriptionStats};
 use crate::registry::{ActorId, ActorType, ModuleVersion, Registry};
 use crate::reliable::{DeliveryPath, RuntimeDelivery, outbox_error};
+use crate::slots::{self, Slots};
 use crate::state::StoreState;
 
 /// How a call is made: its deadline, on whose behalf, from whom.
@@ -45,10 +46,8 @@ pub(crate) struct HostInner {
     shutting_down: AtomicBool,
     /// Turns running now, host-wide. Relaxed: a gauge read by admission, not a lock.
     pub inflight: AtomicU64,
-    /// Live instances, host-wide (each holds a pool slot); at most `max_activations`.
-    pub live: AtomicU32,
-    /// Signalled whenever a live instance is dropped, for activations waiting on a slot.
-    pub slot_freed: tokio::sync::Notify,
+    /// Activation slots taken host-wide, at most `max_activations` (see `slots.rs`).
+    pub slots: Arc<Slots>,
     /// Admission caps (see `admission.rs`).
     pub admission: Admission,
     /// The principal of calls made on no one's behalf.
@@ -237,7 +236,7 @@ impl HostInner {
             m
         };
         loop {
-            let cell = self.cell(&ty, id, false);
+            let cell = self.cell(&ty, id, false)?;
             match cell.offer(&mut make, cap) {
                 Ok(r) => return Ok(r),
                 Err(OfferError::Refused(e)) => {
@@ -251,11 +250,24 @@ impl HostInner {
         }
     }
 
-    /// The live cell for `id`, activating it (spawning its task) when there is none.
-    fn cell(self: &Arc<Self>, ty: &Arc<ActorType>, id: &ActorId, eager: bool) -> Arc<ActorCell> {
+    /// The live cell for `id`, activating it (spawning its task) when there is none. A new
+    /// cell takes its activation slot first, so a key that cannot be activated is refused
+    /// here (`RESOURCE_EXHAUSTED` with a retry hint) before anything is queued.
+    fn cell(
+        self: &Arc<Self>,
+        ty: &Arc<ActorType>,
+        id: &ActorId,
+        eager: bool,
+    ) -> Result<Arc<ActorCell>, ActorError> {
+        if let Some(c) = ty.cells.lock().get(id.key()) {
+            return Ok(c.clone());
+        }
+        // Not under the cell map's lock: making room may close an idle cell of this type.
+        let slot = slots::reserve(self, ty, id)?;
         let mut cells = ty.cells.lock();
         if let Some(c) = cells.get(id.key()) {
-            return c.clone();
+            // Another sender created it meanwhile; our slot goes back.
+            return Ok(c.clone());
         }
         let module = ty.current();
         let cell = Arc::new(ActorCell::new(
@@ -264,11 +276,12 @@ impl HostInner {
             module.spec.mailbox_capacity,
             module.strategy,
             eager,
+            slot,
         ));
         cells.insert(Arc::from(id.key()), cell.clone());
         drop(cells);
         tokio::spawn(actor::run(cell.clone(), self.clone()));
-        cell
+        Ok(cell)
     }
 
     fn message(
@@ -410,7 +423,7 @@ impl HostInner {
             .registry
             .get(id.actor_type())
             .ok_or_else(|| ActorError::not_found("actor type gone"))?;
-        let cell = self.cell(&ty, id, false);
+        let cell = self.cell(&ty, id, false)?;
         let max = self.config.max_timers_per_actor;
         if cell.timers.fetch_add(1, Ordering::Relaxed) >= max {
             cell.timers.fetch_sub(1, Ordering::Relaxed);
@@ -496,7 +509,11 @@ impl HostInner {
         });
         for key in spec.eager_keys() {
             let id = ActorId::new(&name, &key).map_err(|e| LoadError::Config(e.to_string()))?;
-            self.cell(&ty, &id, true);
+            self.cell(&ty, &id, true).map_err(|e| {
+                LoadError::Config(format!(
+                    "cannot start supervised instance {id}: {e} (count must fit max_activations)"
+                ))
+            })?;
         }
         tracing::info!(actor_type = %name, version, "module deployed");
         Ok(version)
@@ -554,8 +571,7 @@ impl Host {
                 registry: Registry::default(),
                 shutting_down: AtomicBool::new(false),
                 inflight: AtomicU64::new(0),
-                live: AtomicU32::new(0),
-                slot_freed: tokio::sync::Notify::new(),
+                slots: Arc::new(Slots::default()),
                 admission,
                 system: Arc::from("system"),
                 outbox: OnceLock::new(),

@@ -11,10 +11,12 @@ mod engine;
 pub mod error;
 mod host;
 mod host_bus;
+pub mod metrics_help;
 #[doc(hidden)]
 pub mod raw;
 mod registry;
 mod reliable;
+mod slots;
 mod state;
 
 pub use call::Call;

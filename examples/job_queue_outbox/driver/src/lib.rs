@@ -735,37 +735,51 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
             return Ok(PathBuf::from(p));
         }
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "sluice-cli",
-                "--bin",
-                "sluice",
-                "--message-format=json",
-            ])
-            .current_dir(root())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| format!("running cargo build -p sluice-cli: {e}"))?;
-        if !out.status.success() {
-            return Err("cargo build -p sluice-cli failed".into());
-        }
-        let exe = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "sluice")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .ok_or("cargo reported no sluice executable")?;
         let dir = root().join("target/job-queue-outbox/bin");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let private = dir.join("sluice");
-        let _ = std::fs::remove_file(&private);
-        if std::fs::hard_link(&exe, &private).is_err() {
-            std::fs::copy(&exe, &private).map_err(|e| format!("copying {}: {e}", exe.display()))?;
+        // Another checkout sharing the cargo target dir may swap `debug/sluice` between our
+        // build and our link: keep only a binary that says it was built from this checkout.
+        for _ in 0..20 {
+            let out = std::process::Command::new(&cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "sluice-cli",
+                    "--bin",
+                    "sluice",
+                    "--message-format=json",
+                ])
+                .current_dir(root())
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .map_err(|e| format!("running cargo build -p sluice-cli: {e}"))?;
+            if !out.status.success() {
+                return Err("cargo build -p sluice-cli failed".into());
+            }
+            let exe = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "sluice")
+                .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+                .ok_or("cargo reported no sluice executable")?;
+            let _ = std::fs::remove_file(&private);
+            if std::fs::hard_link(&exe, &private).is_err() {
+                std::fs::copy(&exe, &private)
+                    .map_err(|e| format!("copying {}: {e}", exe.display()))?;
+            }
+            let built_from = std::process::Command::new(&private)
+                .env("SLUICE_PRINT_BUILD_ROOT", "1")
+                .output()
+                .map_err(|e| format!("running {}: {e}", private.display()))?;
+            if Path::new(String::from_utf8_lossy(&built_from.stdout).trim())
+                == root().join("host/cli")
+            {
+                return Ok(private);
+            }
         }
-        Ok(private)
+        Err("target/debug/sluice keeps coming from another checkout".into())
     })
     .clone()
     .map_err(|e| anyhow!(e))

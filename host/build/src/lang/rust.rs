@@ -13,13 +13,20 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         "https://rustup.rs (rustup), then bash scripts/guest-toolchains.sh",
     )?;
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(ctx.dir).args([
-        "build",
-        "--target",
-        "wasm32-wasip2",
-        "--release",
-        "--message-format=json-render-diagnostics",
-    ]);
+    // The crate's own target dir, whatever CARGO_TARGET_DIR says: a cdylib's artifact name
+    // carries no hash, so two crates of the same name (two checkouts of one project) building
+    // into a shared target dir overwrite each other's `.wasm` between build and copy.
+    cmd.current_dir(ctx.dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .args([
+            "build",
+            "--target",
+            "wasm32-wasip2",
+            "--release",
+            "--message-format=json-render-diagnostics",
+            "--target-dir",
+        ])
+        .arg(ctx.dir.join("target"));
     let out = ctx.step("cargo build --target wasm32-wasip2 --release", || {
         process::run("cargo", cmd)
     });

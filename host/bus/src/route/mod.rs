@@ -8,7 +8,7 @@ mod receiver;
 pub use receiver::{RouteStats, RouteStatsHandle, RoutedReceiver};
 
 use crate::metrics::{
-    ACTIVE_PRINCIPALS, BUDGET_BYTES_IN_USE, BYTE_EVICTIONS_TOTAL, QUANTUM_STARVED_TOTAL,
+    ACTIVE_PRINCIPALS, BUDGET_IN_USE_BYTES, BYTE_EVICTIONS_TOTAL, QUANTUM_STARVED_TOTAL,
     ROUTE_REFUSED_TOTAL,
 };
 use crate::{Event, PrincipalClass};
@@ -40,7 +40,7 @@ impl RouteMetrics {
         };
         Self {
             active: metrics::gauge!(ACTIVE_PRINCIPALS, "subscriber" => subscriber),
-            bytes: metrics::gauge!(BUDGET_BYTES_IN_USE, "subscriber" => subscriber),
+            bytes: metrics::gauge!(BUDGET_IN_USE_BYTES, "subscriber" => subscriber),
             evictions: per_class(BYTE_EVICTIONS_TOTAL),
             starved: per_class(QUANTUM_STARVED_TOTAL),
             refused: per_class(ROUTE_REFUSED_TOTAL),
@@ -189,6 +189,16 @@ impl Route {
         self.report(&mut st);
         drop(st);
         out.into_iter().map(|d| d.msg.value).collect()
+    }
+
+    /// The subscriber label of this route's metrics (its actor type, for the host).
+    pub(crate) fn subscriber(&self) -> &'static str {
+        self.subscriber
+    }
+
+    /// The `n` principals holding the most queued bytes, largest first.
+    pub(crate) fn top_principals(&self, n: usize) -> Vec<(Arc<str>, usize)> {
+        self.state.lock().queue.top_principals_by_bytes(n)
     }
 
     pub(crate) fn stats(&self) -> RouteStats {

@@ -156,6 +156,24 @@ impl<K: Hash + Eq + Clone, T> DrrQueue<K, T> {
             .map_or(0, |&s| self.slots[s as usize].queue.len())
     }
 
+    /// The `n` principals holding the most queued bytes, largest first. `O(active
+    /// principals)`: for a status page, not the hot path.
+    pub fn top_principals_by_bytes(&self, n: usize) -> Vec<(K, usize)> {
+        let mut all: Vec<(usize, Slot)> = self
+            .index
+            .values()
+            .map(|&s| (self.slots[s as usize].bytes, s))
+            .collect();
+        if all.len() > n {
+            all.select_nth_unstable_by_key(n, |&(bytes, _)| std::cmp::Reverse(bytes));
+            all.truncate(n);
+        }
+        all.sort_unstable_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+        all.into_iter()
+            .filter_map(|(bytes, s)| Some((self.slots[s as usize].key.clone()?, bytes)))
+            .collect()
+    }
+
     /// When the oldest queued message (control or not) was enqueued.
     pub fn oldest_enqueued_at(&self) -> Option<Instant> {
         let slot = match (

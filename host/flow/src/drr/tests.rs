@@ -415,3 +415,22 @@ fn a_turn_started_alone_shrinks_when_others_join() {
     let order: Vec<u32> = drain_all(&mut q).into_iter().map(|(p, _)| p).collect();
     assert_eq!(order, vec![1, 1, 1, 2, 1, 1, 1]);
 }
+
+#[test]
+fn top_principals_by_bytes_lists_the_heaviest_first_and_forgets_drained_ones() {
+    let mut q = queue(1 << 20);
+    let now = Instant::now();
+    for (p, n) in [(1u32, 3usize), (2, 10), (3, 1), (4, 6)] {
+        for i in 0..n {
+            q.push(p, Msg::new(i as u64, 100, now), &mut ()).unwrap();
+        }
+    }
+    assert_eq!(q.top_principals_by_bytes(2), vec![(2, 1000), (4, 600)]);
+    assert_eq!(
+        q.top_principals_by_bytes(10),
+        vec![(2, 1000), (4, 600), (1, 300), (3, 100)]
+    );
+    assert!(q.top_principals_by_bytes(0).is_empty());
+    drain_all(&mut q);
+    assert!(q.top_principals_by_bytes(3).is_empty());
+}

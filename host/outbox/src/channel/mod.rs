@@ -115,7 +115,8 @@ pub trait Channel: Send + Sync + 'static {
         now_ms: i64,
     ) -> Result<Vec<DeadLetter>>;
 
-    /// Move dead letters back to pending: delivery_count 0, visible at `now_ms`, no expiry.
+    /// Move dead letters back to pending: delivery_count and refusals 0, visible at `now_ms`,
+    /// no expiry.
     /// Returns how many.
     async fn dlq_replay(&self, selector: &DlqSelector, now_ms: i64) -> Result<u64>;
 
@@ -136,9 +137,9 @@ pub trait Channel: Send + Sync + 'static {
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const COLUMNS: &str = "id, tenant, namespace, channel, partition, sender, receiver, \
-    receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, sequence_number, \
-    delivery_count, send_at, created_at, claimed_until, acked, dead_lettered, dead_reason, \
-    last_error, expires_at, mode";
+    receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, \
+    sequence_number, delivery_count, refusals, send_at, created_at, claimed_until, acked, \
+    dead_lettered, dead_reason, last_error, expires_at, mode";
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Rows per multi-row statement (SQLite allows 32 766 bound values, Postgres 65 535).

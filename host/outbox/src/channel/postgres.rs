@@ -417,7 +417,8 @@ impl Channel for PostgresChannel {
     async fn dlq_replay(&self, selector: &DlqSelector, now_ms: i64) -> Result<u64> {
         let mut q = QueryBuilder::<Postgres>::new(
             "UPDATE outbox_messages SET dead_lettered = FALSE, dead_reason = NULL, \
-             delivery_count = 0, claimed_until = 0, expires_at = 0, settled_at = 0, send_at = ",
+             delivery_count = 0, refusals = 0, claimed_until = 0, expires_at = 0, settled_at = 0, \
+             send_at = ",
         );
         q.push_bind(now_ms).push(" WHERE dead_lettered");
         selector_clause(&mut q, selector);
@@ -481,15 +482,18 @@ async fn settle_on(
         let ids: Vec<i64> = s.retries.iter().map(|r| r.id).collect();
         let at: Vec<i64> = s.retries.iter().map(|r| r.send_at).collect();
         let errs: Vec<&str> = s.retries.iter().map(|r| r.last_error.as_str()).collect();
+        let refused: Vec<i64> = s.retries.iter().map(|r| i64::from(r.refused)).collect();
         sqlx::query(
             "UPDATE outbox_messages m SET delivery_count = m.delivery_count + 1, \
-                 send_at = v.send_at, last_error = v.err, claimed_until = 0 \
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, send_at, err) \
-                 WHERE m.id = v.id",
+                 refusals = m.refusals + v.refused, send_at = v.send_at, last_error = v.err, \
+                 claimed_until = 0 \
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) \
+                   AS v(id, send_at, err, refused) WHERE m.id = v.id",
         )
         .bind(&ids)
         .bind(&at)
         .bind(&errs)
+        .bind(&refused)
         .execute(&mut *conn)
         .await?;
     }

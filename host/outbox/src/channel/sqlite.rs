@@ -619,7 +619,7 @@ impl Channel for SqliteChannel {
     async fn dlq_replay(&self, selector: &DlqSelector, now_ms: i64) -> Result<u64> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "UPDATE outbox_messages SET dead_lettered = 0, dead_reason = NULL, delivery_count = 0, \
-             claimed_until = 0, expires_at = 0, settled_at = 0, send_at = ",
+             refusals = 0, claimed_until = 0, expires_at = 0, settled_at = 0, send_at = ",
         );
         q.push_bind(now_ms).push(" WHERE dead_lettered = 1");
         selector_clause(&mut q, selector);
@@ -679,8 +679,8 @@ impl Channel for SqliteChannel {
 async fn fetch_json(conn: &mut SqliteConnection, ids: &[i64]) -> Result<Vec<OutboxMessage>> {
     let json: String = sqlx::query_scalar(
         "SELECT json_group_array(json_array(id, tenant, namespace, channel, partition, sender, \
-           receiver, receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, conflict, \
-           sequence_number, delivery_count, send_at, created_at, acked, dead_lettered, \
+           receiver, receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, \
+           conflict, sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
            dead_reason, last_error, expires_at, mode)) \
          FROM outbox_messages WHERE id IN (SELECT value FROM json_each(?))",
     )
@@ -720,6 +720,7 @@ struct JsonRow {
     conflict: String,
     sequence_number: i64,
     delivery_count: i64,
+    refusals: i64,
     send_at: i64,
     created_at: i64,
     acked: i64,
@@ -760,6 +761,7 @@ impl JsonRow {
             conflict,
             sequence_number: self.sequence_number,
             delivery_count: self.delivery_count,
+            refusals: self.refusals,
             send_at: self.send_at,
             created_at: self.created_at,
             claimed_until: 0,
@@ -815,12 +817,14 @@ async fn settle_on(
     for chunk in s.retries.chunks(CHUNK) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "UPDATE outbox_messages SET delivery_count = delivery_count + 1, \
-                 send_at = v.column2, last_error = v.column3, claimed_until = 0 FROM (",
+                 refusals = refusals + v.column4, send_at = v.column2, last_error = v.column3, \
+                 claimed_until = 0 FROM (",
         );
         q.push_values(chunk, |mut b, r| {
             b.push_bind(r.id)
                 .push_bind(r.send_at)
-                .push_bind(r.last_error.as_str());
+                .push_bind(r.last_error.as_str())
+                .push_bind(i64::from(r.refused));
         });
         q.push(") AS v WHERE outbox_messages.id = v.column1");
         q.build().execute(&mut *conn).await?;

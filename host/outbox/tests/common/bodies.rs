@@ -181,11 +181,14 @@ pub async fn max_attempts_dead_letters_and_unblocks_the_receiver(store: Store) {
         .unwrap();
     let outbox = store.open(config).await;
     let rx = TestReceiver::new();
+    // The capacity refusal in the middle is backpressure, not a failed attempt: it does not
+    // count toward max_attempts, so the poison message gets three real attempts.
     rx.script(
         "W/1",
         [
             Answer::Transient("e1"),
             Answer::Capacity(1),
+            Answer::Transient("e2"),
             Answer::Transient("e3"),
         ],
     );
@@ -200,8 +203,50 @@ pub async fn max_attempts_dead_letters_and_unblocks_the_receiver(store: Store) {
     assert_eq!(payloads_of(&rx, "W/1"), ["after"]);
     let dl = outbox.dlq_list(None, 10).await.unwrap();
     assert_eq!(dl.len(), 1);
-    assert_eq!((dl[0].attempts, dl[0].reason.as_str()), (3, "max_attempts"));
+    // Four attempts: three failures (max_attempts) and the capacity refusal between them.
+    assert_eq!((dl[0].attempts, dl[0].reason.as_str()), (4, "max_attempts"));
     assert_eq!(dl[0].last_error.as_deref(), Some("e3"));
+    assert_eq!(
+        rx.seen().len(),
+        5,
+        "4 attempts of the poison message, 1 of the next"
+    );
+}
+
+pub async fn capacity_refusals_never_dead_letter(store: Store) {
+    // Flow control must never turn a capacity limit into a dead letter: a receiver refusing
+    // for capacity far more often than max_attempts gets the message once it has room.
+    let config = fast_config()
+        .partitions(1)
+        .retry_policy(RetryPolicy {
+            max_attempts: 2,
+            base_ms: 1,
+            cap_ms: 2,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    rx.script("Full/1", std::iter::repeat_n(Answer::Capacity(1), 12));
+    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("Full/1", "m")).await.unwrap()
+    else {
+        panic!("not inserted")
+    };
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("delivered after 12 refusals", T, |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(rx.seen().len(), 13);
+    assert!(outbox.dlq_list(None, 10).await.unwrap().is_empty());
+    let row = outbox.channel().get(id).await.unwrap().unwrap();
+    assert!(row.acked);
+    assert_eq!(
+        (row.delivery_count, row.refusals),
+        (12, 12),
+        "12 attempts, all refused"
+    );
 }
 
 pub async fn append_stores_a_repeated_key_once(store: Store) {
@@ -576,7 +621,7 @@ pub async fn restart_keeps_delivery_count_and_send_at(store: Store) {
     drop(outbox);
     let reopened = store.open(config).await;
     let after = reopened.channel().get(id).await.unwrap().unwrap();
-    assert_eq!(after.delivery_count, 1);
+    assert_eq!((after.delivery_count, after.refusals), (1, 1));
     assert_eq!(after.send_at, before.send_at);
     assert!(after.send_at >= before.created_at + 2_000);
     assert_eq!(
@@ -908,6 +953,7 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
             id: a,
             send_at: now,
             last_error: "full".into(),
+            refused: false,
         }],
         ..Default::default()
     };

@@ -1,0 +1,69 @@
+//! HELP text for every metric the outbox records, so `/metrics` documents itself
+//! (`promtool check metrics` wants a HELP line per family). Names are written out here as
+//! they are in `bulkhead.rs` and `outbox.rs`; the embedding binary calls [`describe`] once.
+
+use metrics::{describe_counter, describe_gauge, describe_histogram};
+
+/// Registers the description of every outbox metric with the installed recorder.
+pub fn describe() {
+    describe_gauge!(
+        "sluice_outbox_queue_depth",
+        "Pending outbox messages (neither acknowledged nor dead-lettered), by partition; refreshed every stats_interval_ms."
+    );
+    describe_gauge!(
+        "sluice_outbox_oldest_pending_age_seconds",
+        "Age of the oldest pending outbox message, in seconds (0 when none), by partition; refreshed every stats_interval_ms."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_delivered_total",
+        "Outbox messages the relay delivered (acknowledged), by partition."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_retries_total",
+        "Failed outbox deliveries scheduled for another attempt, by partition."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_backpressure_total",
+        "Outbox deliveries refused for capacity (RESOURCE_EXHAUSTED with a retry hint), by partition; each one halves the limiter."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_errors_total",
+        "Outbox deliveries that failed other than for capacity (transient or permanent errors), by partition."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_retry_budget_exhausted_total",
+        "Retries deferred because the partition's retry budget was spent, by partition."
+    );
+    describe_counter!(
+        "sluice_outbox_relay_dead_lettered_total",
+        "Outbox messages moved to the dead-letter queue, by partition and reason (max_attempts, permanent, expired)."
+    );
+    describe_histogram!(
+        "sluice_outbox_relay_delivery_seconds",
+        "Time one outbox delivery attempt took, in seconds, by partition."
+    );
+    describe_gauge!(
+        "sluice_outbox_limiter_current_limit",
+        "Current AIMD concurrency limit of the relay for one actor_type in one partition (deliveries in flight allowed)."
+    );
+    describe_gauge!(
+        "sluice_outbox_limiter_in_flight",
+        "Outbox deliveries in flight for one actor_type in one partition."
+    );
+    describe_counter!(
+        "sluice_outbox_limiter_acquire_rejected_total",
+        "Deliveries not attempted because the limiter of their actor_type and partition was full."
+    );
+    describe_counter!(
+        "sluice_outbox_limiter_success_total",
+        "Successful deliveries seen by a limiter (additive-increase signals), by partition and actor_type."
+    );
+    describe_counter!(
+        "sluice_outbox_limiter_rejection_total",
+        "Capacity refusals seen by a limiter (multiplicative-decrease signals), by partition and actor_type."
+    );
+    describe_counter!(
+        "sluice_outbox_dispatch_targets_total",
+        "Targets of outbox.dispatch calls, by outcome (accepted: delivered at once or absorbed by its idempotency key; rejected: stored for the relay)."
+    );
+}
