@@ -197,6 +197,9 @@ impl Worker {
                 _ = stop.changed() => break,
             }
         }
+        if let Err(e) = self.inner.channel.release(p).await {
+            tracing::warn!(partition = p, error = %e, "outbox partition release failed");
+        }
     }
 
     async fn publish_stats(&self, now: i64) {

@@ -144,3 +144,106 @@ async fn a_chain_longer_than_its_lease_is_never_delivered_twice_by_two_relays() 
         0
     );
 }
+
+/// One host relays a partition at a time: rows claimed by a host that died are delivered by
+/// another once the dead host's partition lease ends (not before), and a host that stops its
+/// relay gives the partition up at once.
+#[tokio::test(start_paused = true)]
+async fn another_host_takes_a_partition_over_after_the_lease_or_at_once_when_released() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(1)
+        .lease_ms(800)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let msg = |p: &str| sluice_outbox::NewMessage::new("W/1", "job", p.as_bytes().to_vec());
+    host_a.store(msg("m0")).await.unwrap();
+    // Host A claims it and dies without settling.
+    let t0 = tokio::time::Instant::now();
+    let claimed = host_a
+        .channel()
+        .claim(0, 10, host_a.now_ms(), 800, 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let rx = common::TestReceiver::new();
+    let relay_b = host_b.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("m0 via host B", Duration::from_secs(30), |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    assert!(
+        rx.seen()[0].at - t0 >= Duration::from_millis(800),
+        "host B delivered before host A's lease ended"
+    );
+    // B stops relaying and gives the partition up: A takes it over at once.
+    relay_b.shutdown().await;
+    let relay_a = host_a.start_relay(Arc::new(rx.clone()));
+    let t1 = tokio::time::Instant::now();
+    host_b.store(msg("m1")).await.unwrap();
+    rx.wait_for("m1 via host A", Duration::from_secs(30), |r| {
+        r.delivered_count() == 2
+    })
+    .await;
+    assert!(
+        rx.seen()[1].at - t1 < Duration::from_millis(400),
+        "host A waited for a lease host B had given up"
+    );
+    relay_a.shutdown().await;
+    let got: Vec<Vec<u8>> = rx.delivered().into_iter().map(|s| s.payload).collect();
+    assert_eq!(got, [b"m0".to_vec(), b"m1".to_vec()]);
+}
+
+/// A relay's claims live in its host, so another host's OVERWRITE can replace a row the relay
+/// is delivering. The relay's settlement then leaves the row alone (it is not the version it
+/// claimed): the new content stays pending and is delivered, so the last write still wins.
+#[tokio::test(start_paused = true)]
+async fn an_overwrite_from_another_host_behind_a_claim_is_still_delivered() {
+    use sluice_outbox::message::Settlement;
+    use sluice_outbox::{Conflict, EnqueueOutcome, NewMessage};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config().partitions(1).build().unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let hb = |p: &str| {
+        NewMessage::new("Leader/1", "hb", p.as_bytes().to_vec()).with_key("hb", Conflict::Overwrite)
+    };
+    let EnqueueOutcome::Inserted { id, .. } = host_a.store(hb("beat1")).await.unwrap() else {
+        panic!("beat1 not stored")
+    };
+    let now = host_a.now_ms();
+    let claimed = host_a.channel().claim(0, 10, now, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [id]);
+    // Host B cannot see A's claim: it replaces the row in place.
+    assert_eq!(
+        host_b.store(hb("beat2")).await.unwrap(),
+        EnqueueOutcome::Replaced { id }
+    );
+    // A delivered beat1 and acks the row it claimed: that version is gone, nothing is acked.
+    let ack = Settlement {
+        acks: vec![id],
+        ..Default::default()
+    };
+    host_a.channel().settle(&ack, now).await.unwrap();
+    let row = host_a.channel().get(id).await.unwrap().unwrap();
+    assert!(
+        !row.acked,
+        "the overwritten row was acked: beat2 would be lost"
+    );
+    assert_eq!(&row.payload[..], b"beat2");
+    let rx = common::TestReceiver::new();
+    let relay = host_a.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("beat2", Duration::from_secs(30), |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(rx.delivered()[0].payload, b"beat2");
+    assert!(host_a.channel().get(id).await.unwrap().unwrap().acked);
+}

@@ -132,6 +132,12 @@ pub trait Channel: Send + Sync + 'static {
     /// Delete up to `limit` acked rows of `partition` settled before `before_ms` (retention;
     /// APPEND deduplication only sees rows still stored). Returns how many.
     async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64>;
+
+    /// This host stops relaying `partition` (its relay worker ended): a backend that leases
+    /// partitions to hosts gives the lease up, so another host need not wait for it to lapse.
+    async fn release(&self, _partition: u32) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].

@@ -84,4 +84,7 @@ impl Channel for Frozen {
     async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64> {
         frozen(self.0.compact(partition, before_ms, limit)).await
     }
+    async fn release(&self, partition: u32) -> Result<()> {
+        frozen(self.0.release(partition)).await
+    }
 }
