@@ -398,7 +398,7 @@ impl Channel for SqliteChannel {
     ) -> Result<Vec<OutboxMessage>> {
         let limit = limit as usize;
         let until = now_ms + lease_ms;
-        let mut chosen: Vec<i64> = Vec::with_capacity(limit);
+        let mut chosen: Vec<OutboxMessage> = Vec::with_capacity(limit);
         // Receivers whose earlier pending row is not claimable now: their later rows wait.
         let mut blocked: HashSet<String> = HashSet::new();
         // `_min_id` is ignored: it exists to skip index entries of settled rows that Postgres
@@ -408,40 +408,38 @@ impl Channel for SqliteChannel {
         let mut after = 0i64;
         // The first page expects most rows to be claimable; later pages double.
         let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);
-        // Held across the pages and the fetch: nothing else changes the rows in between.
+        // Held across the pages: nothing else changes the rows in between.
         let mut conn = self.connection().await?;
         while chosen.len() < limit {
-            // One row holding the page as JSON: sqlx hands each result row across threads
-            // on its own, which cost more than the scan itself.
-            let json: String = sqlx::query_scalar(
-                "SELECT json_group_array(json_array(id, receiver, send_at)) FROM ( \
-                   SELECT id, receiver, send_at FROM outbox_messages \
-                   WHERE partition = ? AND id > ? AND acked = 0 AND dead_lettered = 0 \
-                   ORDER BY id LIMIT ?)",
-            )
-            .bind(i64::from(partition))
-            .bind(after)
-            .bind(page_len)
-            .fetch_one(&mut *conn)
-            .await?;
-            let mut page: Vec<(i64, String, i64)> =
-                serde_json::from_str(&json).map_err(decode_error)?;
-            page.sort_unstable_by_key(|(id, _, _)| *id);
+            // The page's whole rows, as one JSON result row: sqlx hands each result row
+            // across threads on its own, which cost more than the scan itself, and reading
+            // the rows in the scan saves looking each chosen one up again.
+            let page = scan_json(&mut conn, partition, after, page_len).await?;
             let last_page = (page.len() as i64) < page_len;
             page_len = (page_len * 2).min(SCAN_PAGE);
             let mut ledger = self.ledger.lock();
             ledger.prune(now_ms);
-            for (id, receiver, send_at) in page {
-                after = id;
-                if blocked.contains(&receiver) {
+            for row in page {
+                after = row.id;
+                if blocked.contains(&row.receiver) {
                     continue;
                 }
-                if send_at > now_ms || ledger.held(id, now_ms) {
-                    blocked.insert(receiver);
+                if row.send_at > now_ms || ledger.held(row.id, now_ms) {
+                    blocked.insert(row.receiver);
                     continue;
                 }
-                ledger.claim(id, until, &receiver);
-                chosen.push(id);
+                let mut m = match row.into_message() {
+                    Ok(m) => m,
+                    Err(e) => {
+                        for m in &chosen {
+                            ledger.claims.remove(&m.id);
+                        }
+                        return Err(e);
+                    }
+                };
+                ledger.claim(m.id, until, &m.receiver);
+                m.claimed_until = until;
+                chosen.push(m);
                 if chosen.len() == limit {
                     break;
                 }
@@ -451,24 +449,7 @@ impl Channel for SqliteChannel {
                 break;
             }
         }
-        if chosen.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut rows = match fetch_json(&mut conn, &chosen).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                let mut ledger = self.ledger.lock();
-                for id in &chosen {
-                    ledger.claims.remove(id);
-                }
-                return Err(e);
-            }
-        };
-        for m in &mut rows {
-            m.claimed_until = until;
-        }
-        rows.sort_unstable_by_key(|m| m.id);
-        Ok(rows)
+        Ok(chosen)
     }
 
     async fn settle(&self, s: &Settlement, now_ms: i64) -> Result<()> {
@@ -675,25 +656,35 @@ impl Channel for SqliteChannel {
     }
 }
 
-/// Full rows by id, as one JSON result row (see the claim scan for why), in id order.
-async fn fetch_json(conn: &mut SqliteConnection, ids: &[i64]) -> Result<Vec<OutboxMessage>> {
-    let json: String = sqlx::query_scalar(
-        "SELECT json_group_array(json_array(id, tenant, namespace, channel, partition, sender, \
-           receiver, receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, \
-           conflict, sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
-           dead_reason, last_error, expires_at, mode)) \
-         FROM outbox_messages WHERE id IN (SELECT value FROM json_each(?))",
-    )
-    .bind(serde_json::to_string(ids).map_err(decode_error)?)
-    .fetch_one(conn)
-    .await?;
-    let rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(decode_error)?;
-    let mut out = rows
-        .into_iter()
-        .map(JsonRow::into_message)
-        .collect::<Result<Vec<_>>>()?;
-    out.sort_unstable_by_key(|m| m.id);
-    Ok(out)
+/// The columns of a [`JsonRow`], in its order.
+const JSON_ROW: &str = "json_array(id, tenant, namespace, channel, partition, sender, receiver, \
+    receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, conflict, \
+    sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
+    dead_reason, last_error, expires_at, mode)";
+
+/// Up to `limit` pending rows of `partition` after `after`, in id order, as one JSON result
+/// row.
+async fn scan_json(
+    conn: &mut SqliteConnection,
+    partition: u32,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<JsonRow>> {
+    let sql = format!(
+        "SELECT json_group_array({JSON_ROW}) FROM ( \
+           SELECT * FROM outbox_messages \
+           WHERE partition = ? AND id > ? AND acked = 0 AND dead_lettered = 0 \
+           ORDER BY id LIMIT ?)"
+    );
+    let json: String = sqlx::query_scalar(&sql)
+        .bind(i64::from(partition))
+        .bind(after)
+        .bind(limit)
+        .fetch_one(conn)
+        .await?;
+    let mut rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(decode_error)?;
+    rows.sort_unstable_by_key(|r| r.id);
+    Ok(rows)
 }
 
 /// A result that did not decode, as the database error sqlx would have raised.
@@ -701,7 +692,7 @@ fn decode_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> crate
     sqlx::Error::Decode(e.into()).into()
 }
 
-/// One row of [`fetch_json`], fields in its `json_array` order.
+/// One row of [`scan_json`], fields in its `json_array` order ([`JSON_ROW`]).
 #[derive(serde::Deserialize)]
 struct JsonRow {
     id: i64,
