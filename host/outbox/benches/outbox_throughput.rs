@@ -264,6 +264,8 @@ fn main() {
             let outbox = Outbox::new(Arc::new(ch), config).await.unwrap();
             let e2e = end_to_end(&outbox, n, receivers).await;
             let drain = drain_backlog(&outbox, n, receivers).await;
+            drop(outbox);
+            drop_pg_db(&base, &url).await;
             println!(
                 "postgres {name}: end-to-end {e2e:.0} msgs/s | relay-only drain {drain:.0} msgs/s | raw multi-row insert (baseline, same database) {raw:.0} rows/s | e2e/raw {:.3}",
                 e2e / raw
@@ -272,8 +274,21 @@ fn main() {
         let url = fresh_pg_db(&base).await;
         let outbox = Outbox::open_postgres(&url, OutboxConfig::default()).await.unwrap();
         let (p50, p99) = idle_latency(&outbox, 200).await;
+        drop(outbox);
+        drop_pg_db(&base, &url).await;
         println!("postgres idle latency enqueue→delivery: p50 {p50:.2} ms, p99 {p99:.2} ms");
     });
+}
+
+/// Drops a database [`fresh_pg_db`] made (each run leaves ~300 MB otherwise).
+async fn drop_pg_db(base: &str, url: &str) {
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(base).await.unwrap();
+    let (_, name) = url.rsplit_once('/').unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
 }
 
 async fn fresh_pg_db(base: &str) -> String {

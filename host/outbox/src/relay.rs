@@ -86,9 +86,6 @@ impl Outbox {
 /// per pass (one bounded statement, so the single SQLite writer is never held for long).
 const COMPACT_EVERY_MS: i64 = 30_000;
 const COMPACT_LIMIT: u32 = 10_000;
-/// Longest a relay keeps claiming from its low-water mark before one claim scans its whole
-/// partition again, ms.
-const LOW_WATER_RESET_MS: i64 = 1_000;
 
 struct Worker {
     inner: Arc<Inner>,
@@ -110,8 +107,6 @@ impl Worker {
         let start = clock.now_ms();
         let mut next_stats = start;
         let mut next_compact = start + COMPACT_EVERY_MS;
-        let mut low_water: i64 = 0;
-        let mut last_full_scan = start;
         let p = self.partition;
         let inner = self.inner.clone();
         let metrics = &inner.partitions[p as usize].metrics;
@@ -123,25 +118,11 @@ impl Worker {
             let mut busy = false;
             let now = clock.now_ms();
             let asked = batch_size.get();
-            let claimed = self
-                .inner
-                .channel
-                .claim(p, asked, now, lease, low_water)
-                .await;
+            let claimed = self.inner.channel.claim(p, asked, now, lease).await;
             match claimed {
                 Ok(batch) => {
                     let claimed = batch.len() as u32;
                     let full = claimed >= asked;
-                    // Low-water mark: while batches come back full, the next claim starts at
-                    // this batch's first id (its unsettled rows stay at or above it). A short
-                    // batch, or a second since the last full scan, resets it to 0, so rows
-                    // below the mark (backing off, delayed, replayed) wait at most that long.
-                    if full && now - last_full_scan < LOW_WATER_RESET_MS {
-                        low_water = batch.first().map_or(0, |m| m.id);
-                    } else {
-                        low_water = 0;
-                        last_full_scan = now;
-                    }
                     let mut unattempted = 0;
                     if !batch.is_empty() {
                         let settlement;

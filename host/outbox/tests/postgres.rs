@@ -166,7 +166,7 @@ async fn another_host_takes_a_partition_over_after_the_lease_or_at_once_when_rel
     let t0 = tokio::time::Instant::now();
     let claimed = host_a
         .channel()
-        .claim(0, 10, host_a.now_ms(), 800, 0)
+        .claim(0, 10, host_a.now_ms(), 800)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -218,7 +218,7 @@ async fn an_overwrite_from_another_host_behind_a_claim_is_still_delivered() {
         panic!("beat1 not stored")
     };
     let now = host_a.now_ms();
-    let claimed = host_a.channel().claim(0, 10, now, 30_000, 0).await.unwrap();
+    let claimed = host_a.channel().claim(0, 10, now, 30_000).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [id]);
     // Host B cannot see A's claim: it replaces the row in place.
     assert_eq!(

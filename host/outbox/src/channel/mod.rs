@@ -80,20 +80,16 @@ pub trait Channel: Send + Sync + 'static {
     /// conflict rules. Returns one outcome per row, in order.
     async fn enqueue(&self, rows: &[NewRow], opts: EnqueueOptions) -> Result<Vec<EnqueueOutcome>>;
 
-    /// Claim up to `limit` visible rows of `partition` with `id >= min_id` in one statement,
-    /// leasing them until `now_ms + lease_ms`. Rows come back in id order and respect FIFO per
-    /// receiver (see the module docs). `min_id` lets a relay skip the prefix of the pending
-    /// index it believes drained (on Postgres that prefix is full of dead entries until
-    /// vacuum); a receiver with *any* pending row below `min_id` is skipped whole, since that
-    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything. A backend
-    /// without dead index entries may ignore it and scan from the start (SQLite does).
+    /// Claim up to `limit` visible rows of `partition`, leasing them until
+    /// `now_ms + lease_ms`. Rows come back in id order and respect FIFO per receiver (see the
+    /// module docs): the backend scans the partition's pending rows in id order, so it meets
+    /// every receiver's earliest pending row first.
     async fn claim(
         &self,
         partition: u32,
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        min_id: i64,
     ) -> Result<Vec<OutboxMessage>>;
 
     /// Apply verdicts on claimed rows in one transaction.

@@ -421,15 +421,15 @@ impl Channel for PostgresChannel {
     }
 
     /// Scans the partition's pending rows in id order (pages of up to [`SCAN_PAGE`], one
-    /// statement each, no row written) and claims in memory; `min_id` is not needed (nothing
-    /// is probed per row, and the scan sees every receiver's earliest pending row).
+    /// statement each, no row written) and claims in memory. It always starts at the
+    /// partition's first pending row: entries of rows settled since the last vacuum are
+    /// stepped over in the index, and the scan sees every receiver's earliest pending row.
     async fn claim(
         &self,
         partition: u32,
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        _min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         if !self.own(partition, now_ms, lease_ms).await? {
             return Ok(Vec::new());

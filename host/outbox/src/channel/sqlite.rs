@@ -394,17 +394,15 @@ impl Channel for SqliteChannel {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        _min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         let limit = limit as usize;
         let until = now_ms + lease_ms;
         let mut chosen: Vec<OutboxMessage> = Vec::with_capacity(limit);
         // Receivers whose earlier pending row is not claimable now: their later rows wait.
         let mut blocked: HashSet<String> = HashSet::new();
-        // `_min_id` is ignored: it exists to skip index entries of settled rows that Postgres
-        // keeps until vacuum; SQLite drops them at once, so a scan from the start reads only
-        // pending rows, and it sees every receiver's earliest one (the FIFO guard needs no
-        // second look-up).
+        // From the start: SQLite drops index entries of settled rows at once, so the scan
+        // reads only pending rows, and it sees every receiver's earliest one (the FIFO guard
+        // needs no second look-up).
         let mut after = 0i64;
         // The first page expects most rows to be claimable; later pages double.
         let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);

@@ -564,12 +564,12 @@ pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
     // A relay claims the row and dies without settling. The lease runs from `now`.
     let t0 = tokio::time::Instant::now();
     let now = outbox.now_ms();
-    let claimed = outbox.channel().claim(0, 10, now, 300, 0).await.unwrap();
+    let claimed = outbox.channel().claim(0, 10, now, 300).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         outbox
             .channel()
-            .claim(0, 10, now, 300, 0)
+            .claim(0, 10, now, 300)
             .await
             .unwrap()
             .is_empty(),
@@ -858,8 +858,8 @@ pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
 }
 
 pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Store) {
-    // Batches stay full, so the relay claims from its low-water mark; the delayed row has a
-    // lower id than everything after it and must still be delivered (the mark resets).
+    // Batches stay full while the delayed row, whose id is lower than everything after it,
+    // becomes due: it must still be delivered, not starved by the backlog behind it.
     let outbox = store
         .open(
             fast_config()
@@ -890,7 +890,7 @@ pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Stor
 }
 
 pub async fn fifo_holds_under_backoff_while_batches_stay_full(store: Store) {
-    // Full batches engage the relay's low-water mark; A's retried head must still go first.
+    // Batches stay full while A's head backs off; A's retried head must still go first.
     let config = fast_config()
         .partitions(1)
         .relay_batch_size(5)
@@ -938,11 +938,7 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
     // The relay claims beat1; beat2 cannot replace a claimed row, so it is stored behind it.
     let part = outbox.partition_of("Leader/9");
     let now = outbox.now_ms();
-    let claimed = outbox
-        .channel()
-        .claim(part, 10, now, 30_000, 0)
-        .await
-        .unwrap();
+    let claimed = outbox.channel().claim(part, 10, now, 30_000).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![a]);
     let EnqueueOutcome::Inserted { id: b, .. } = outbox.store(hb("beat2")).await.unwrap() else {
         panic!("second heartbeat not inserted behind the claimed one")
@@ -966,11 +962,7 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
     assert!(!outbox.channel().get(b).await.unwrap().unwrap().acked);
     // The same for a claimed row released without an attempt; the newest stays pending.
     let now = outbox.now_ms();
-    let claimed = outbox
-        .channel()
-        .claim(part, 10, now, 30_000, 0)
-        .await
-        .unwrap();
+    let claimed = outbox.channel().claim(part, 10, now, 30_000).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b]);
     let EnqueueOutcome::Inserted { id: c, .. } = outbox.store(hb("beat3")).await.unwrap() else {
         panic!("third heartbeat not inserted")

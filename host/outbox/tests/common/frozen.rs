@@ -48,9 +48,8 @@ impl Channel for Frozen {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
-        frozen(self.0.claim(partition, limit, now_ms, lease_ms, min_id)).await
+        frozen(self.0.claim(partition, limit, now_ms, lease_ms)).await
     }
     async fn settle(&self, settlement: &Settlement, now_ms: i64) -> Result<()> {
         frozen(self.0.settle(settlement, now_ms)).await

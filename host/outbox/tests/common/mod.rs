@@ -100,6 +100,36 @@ impl Store {
     }
 }
 
+/// A test's Postgres database is dropped with its `Store` (a 100k-row test leaves ~100 MB),
+/// from a thread of its own: the test's runtime may be paused or shutting down.
+impl Drop for Store {
+    fn drop(&mut self) {
+        let StoreKind::Postgres(url) = &self.kind else {
+            return;
+        };
+        let Some((base, name)) = url.rsplit_once('/') else {
+            return;
+        };
+        let admin = format!("{base}/postgres");
+        let name = name.to_string();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                use sqlx::Connection;
+                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
 /// Small, fast retry settings so tests finish quickly.
 pub fn fast_config() -> sluice_outbox::OutboxConfigBuilder {
     OutboxConfig::builder()
