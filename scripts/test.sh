@@ -15,6 +15,10 @@ bash scripts/console-deps.sh
 # A real Postgres on loopback for the outbox's Postgres tests (installs it if missing).
 eval "$(bash scripts/postgres.sh)"
 trap 'bash scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
+# The pinned nats-server for the cluster tests (go install, once: ~1 min on a cold machine).
+# The tests spawn, kill and restart their own servers from this binary (SLUICE_NATS_SERVER);
+# a missing binary fails them, never skips them.
+eval "$(bash scripts/nats.sh install)"
 
 echo "== lint"
 cargo fmt --all -- --check

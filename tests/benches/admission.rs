@@ -46,20 +46,22 @@ fn cfg() -> HostConfig {
 
 /// Fills `to` with `depth` queued + running turns, then times `n` refused tells one by one.
 async fn refusal_latency(host: &Host, fill: &ActorId, probe: &ActorId, depth: usize, n: usize) {
-    host.tell_to(fill, "sleep", b"600000".to_vec()).unwrap();
+    host.tell_to(fill, "sleep", b"600000".to_vec())
+        .await
+        .unwrap();
     while host.inflight_turns() == 0 {
         tokio::task::yield_now().await;
     }
     for _ in 1..depth {
-        host.tell_to(fill, "sleep", b"0".to_vec()).unwrap();
+        host.tell_to(fill, "sleep", b"0".to_vec()).await.unwrap();
     }
-    let e = host.tell_to(probe, "sleep", Vec::new()).unwrap_err();
+    let e = host.tell_to(probe, "sleep", Vec::new()).await.unwrap_err();
     let o = e.overload.expect("refused by a cap");
     let mut lat = Vec::with_capacity(n);
     let a0 = ALLOCS.load(Ordering::Relaxed);
     for _ in 0..n {
         let t = Instant::now();
-        let r = host.tell_to(probe, "sleep", Vec::new());
+        let r = host.tell_to(probe, "sleep", Vec::new()).await;
         lat.push(t.elapsed());
         debug_assert!(r.is_err());
         std::hint::black_box(r).ok();
@@ -174,7 +176,7 @@ async fn tell_rate(host: &Host, id: &ActorId, n: usize) -> f64 {
     let payload = vec![b'x'; 64];
     let t0 = Instant::now();
     for _ in 0..n {
-        host.tell_to(id, "echo", payload.clone()).unwrap();
+        host.tell_to(id, "echo", payload.clone()).await.unwrap();
     }
     host.ask(id.as_str(), "echo", payload, Duration::from_secs(600))
         .await
@@ -185,7 +187,7 @@ async fn tell_rate(host: &Host, id: &ActorId, n: usize) -> f64 {
 async fn full_refusal_ns(host: &Host, id: &ActorId, n: usize) -> f64 {
     let t = Instant::now();
     for _ in 0..n {
-        std::hint::black_box(host.tell_to(id, "sleep", Vec::new())).ok();
+        std::hint::black_box(host.tell_to(id, "sleep", Vec::new()).await).ok();
     }
     t.elapsed().as_nanos() as f64 / n as f64
 }
@@ -276,8 +278,8 @@ async fn bench() -> anyhow::Result<()> {
         h.ask("Echo/tp", "echo", "", Duration::from_secs(10))
             .await
             .unwrap();
-        h.tell_to(&slow, "sleep", b"600000".to_vec()).unwrap();
-        let _ = h.tell_to(&slow, "sleep", Vec::new());
+        h.tell_to(&slow, "sleep", b"600000".to_vec()).await.unwrap();
+        let _ = h.tell_to(&slow, "sleep", Vec::new()).await;
     }
     let (mut t_off, mut t_on, mut r_off, mut r_on) = (0f64, 0f64, f64::MAX, f64::MAX);
     for _ in 0..3 {

@@ -44,7 +44,10 @@ async fn baseline_tell(host: &Host, n: usize) -> f64 {
     let t0 = Instant::now();
     for _ in 0..n {
         loop {
-            match host.tell_to(&id, "bench.x", b"payload-0123456789".to_vec()) {
+            match host
+                .tell_to(&id, "bench.x", b"payload-0123456789".to_vec())
+                .await
+            {
                 Ok(_) => break,
                 Err(e) if e.code == ErrorCode::ResourceExhausted => tokio::task::yield_now().await,
                 Err(e) => panic!("{e}"),

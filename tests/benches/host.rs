@@ -8,10 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_runtime::raw::{
-    RawComponent, RawInstance, activate_n, activation_phases, instantiate_n,
-};
 use sluice_runtime::{ActorId, ChildSpec, Host, HostConfig, MailboxStrategy};
+use sluice_tests::raw::RawEngine;
 use sluice_tests::{host_with, rust_guest, test_config};
 
 struct Counting;
@@ -89,7 +87,9 @@ async fn bench() -> anyhow::Result<()> {
     // by up to 2x over a minute). The tells come from one task that does not yield, so the
     // actor's task waits in that worker's LIFO slot until the loop ends: the producer's and
     // the actor's costs add up, as they would for a producer sharing the actor's worker.
-    let mut raw = RawInstance::new(&host, &echo).await?;
+    // The raw engine is built as the host builds its own (same pool, same imports linked).
+    let raw_engine = RawEngine::new(host.config())?;
+    let mut raw = raw_engine.component(&echo)?.instance(&raw_engine).await?;
     for _ in 0..1000 {
         raw.call("echo", &payload).await?;
     }
@@ -109,7 +109,7 @@ async fn bench() -> anyhow::Result<()> {
         let raw_rate = per as f64 / t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         for _ in 0..per {
-            host.tell_to(&id, "echo", payload.clone()).unwrap();
+            host.tell_to(&id, "echo", payload.clone()).await.unwrap();
         }
         let enqueued = t0.elapsed();
         host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
@@ -161,8 +161,8 @@ async fn bench() -> anyhow::Result<()> {
 
     // 3. Activation: fresh keys (each ask activates a new instance) vs raw instantiation.
     let k = if quick { 200 } else { 1000 };
-    let raw_inst = instantiate_n(&host, &echo, k).await?;
-    let raw_act = activate_n(&host, &echo, k).await?;
+    let raw_inst = raw_engine.instantiate_n(&echo, k).await?;
+    let raw_act = raw_engine.activate_n(&echo, k).await?;
     let warm = {
         let t = Instant::now();
         for _ in 0..k {
@@ -189,7 +189,7 @@ async fn bench() -> anyhow::Result<()> {
         rss_per
     );
 
-    let ph = activation_phases(&host, &echo, k).await?;
+    let ph = raw_engine.activation_phases(&echo, k).await?;
     println!(
         "activation phases (raw, warm slot): store {:.1} us, instantiate {:.1} us, init {:.1} us, first call {:.1} us, second call {:.1} us",
         ph[0].as_secs_f64() * 1e6,
@@ -201,11 +201,13 @@ async fn bench() -> anyhow::Result<()> {
 
     // 4. Refusal: tells into a full error mailbox.
     let slow = ActorId::parse("Slow/full")?;
-    host.tell_to(&slow, "sleep", b"5000".to_vec()).unwrap();
+    host.tell_to(&slow, "sleep", b"5000".to_vec())
+        .await
+        .unwrap();
     while host.inflight_turns() == 0 {
         tokio::task::yield_now().await;
     }
-    let _ = host.tell_to(&slow, "sleep", Vec::new());
+    let _ = host.tell_to(&slow, "sleep", Vec::new()).await;
     // Ten rounds, each timed on its own: the median round is the figure (the VM's speed
     // drifts between and within runs), the fastest and slowest are printed beside it.
     let rounds = 10;
@@ -216,7 +218,7 @@ async fn bench() -> anyhow::Result<()> {
     for _ in 0..rounds {
         let t = Instant::now();
         for _ in 0..r {
-            if host.tell_to(&slow, "sleep", Vec::new()).is_err() {
+            if host.tell_to(&slow, "sleep", Vec::new()).await.is_err() {
                 refused += 1;
             }
         }
@@ -310,12 +312,13 @@ async fn warm_slot_activation(echo: &[u8], quick: bool) -> anyhow::Result<()> {
         vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
     )
     .await;
-    // Raw wasmtime in the same pattern, on the same engine and pool, its rounds interleaved
-    // with the host's so both see the same machine: a batch of instances brought up and kept
-    // alive, dropped together, and their slots reused by the next batch after the host's
-    // round has run in between.
-    let raw = RawComponent::new(&idle_host, echo)?;
-    let mut raw_ref = raw.instance(&idle_host).await?;
+    // Raw wasmtime in the same pattern, on an engine and pool built as the host's, its rounds
+    // interleaved with the host's so both see the same machine: a batch of instances brought
+    // up and kept alive, dropped together, and their slots reused by the next batch after
+    // the host's round has run in between.
+    let raw_engine = RawEngine::new(idle_host.config())?;
+    let raw = raw_engine.component(echo)?;
+    let mut raw_ref = raw.instance(&raw_engine).await?;
     // Each activation is timed on its own and the medians compared, so a scheduler hiccup in
     // one of a few hundred does not move the figure; the means are printed too. A live
     // actor's ask (or a live instance's call) is the cost subtracted.
@@ -335,7 +338,7 @@ async fn warm_slot_activation(echo: &[u8], quick: bool) -> anyhow::Result<()> {
         // The host's actors go idle and are deactivated; the raw batch starts after the same
         // idle gap, and the host's next batch after an equal one.
         all_deactivated(&idle_host).await;
-        let batch = raw.activate_batch(&idle_host, w).await?;
+        let batch = raw.activate_batch(&raw_engine, w).await?;
         for _ in 0..w {
             let t = Instant::now();
             std::hint::black_box(raw_ref.call("echo", b"").await?);

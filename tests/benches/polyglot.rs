@@ -104,7 +104,7 @@ async fn bench() -> anyhow::Result<()> {
         let id = ActorId::parse("Echo/tp")?;
         let t = Instant::now();
         for _ in 0..n {
-            host.tell_to(&id, "echo", payload.clone()).unwrap();
+            host.tell_to(&id, "echo", payload.clone()).await.unwrap();
         }
         host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
             .await

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use sluice_runtime::{ChildSpec, Host, HostConfig};
 
+pub mod raw;
+
 /// The repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -239,6 +241,17 @@ pub async fn wait_until<F: FnMut() -> bool>(bound: Duration, what: &str, mut con
             "timed out after {bound:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs a future that completes without waiting — a tell into a local mailbox — in one poll,
+/// for the sync conditions of [`wait_until`]. Panics if it would wait.
+pub fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("expected a future that completes at once"),
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_runtime::{
-    BusSettings, CallOptions, ChildSpec, ErrorCode, Host, HostConfig, LoadError, RateLimitSettings,
-    Subscription, SubscriptionStats,
+    BusSettings, CallOptions, ChildSpec, ErrorCode, Host, HostConfig, HostError, LoadError,
+    RateLimitSettings, Subscription, SubscriptionStats,
 };
 use sluice_tests::{
     Lang, json, per_language, poly_host, recorded_items as items_of, rust_app, rust_guest,
@@ -446,8 +446,10 @@ async fn ingress_principal_reaches_subscriber_and_metrics_are_exported() {
 async fn bad_subscription_patterns_are_typed_config_errors() {
     let bad = BusSettings::default().subscribe(Subscription::routed("Echo", "1", "evt.*x"));
     let e = Host::new(bus_config(bad)).err().expect("refused");
-    let e = e.downcast::<LoadError>().expect("a LoadError");
-    assert!(matches!(e, LoadError::Subscription { .. }), "{e}");
+    assert!(
+        matches!(e, HostError::Invalid(LoadError::Subscription { .. })),
+        "{e}"
+    );
     let host = Host::new(test_config()).unwrap();
     let deep = vec!["a"; 21].join(".");
     let e = host
@@ -521,7 +523,7 @@ async fn app_config_bus_table_declares_subscriptions_and_limits() {
         topic = "evt.*.created"
         "#,
     );
-    let (host, app) = Host::from_app_dir(dir.path(), |c| {
+    let (host, app) = sluice_app::start(dir.path(), |c| {
         c.cache_dir = test_config().cache_dir;
     })
     .await
@@ -622,6 +624,7 @@ async fn dispatch_isolates_a_stuck_principal_and_counts_what_its_full_queue_drop
         json!({"to": "Slow/x", "msg_type": "sleep", "payload": "8000", "timeout_ms": 15000})
             .to_string(),
     )
+    .await
     .unwrap();
     host.publish("evt.d.x", "alice:1", Some("alice")).unwrap();
     // alice:1 is in Echo/alice's mailbox; her consumer waits for that turn.

@@ -136,6 +136,7 @@ async fn invalid_deadlines_are_refused_before_sending() {
             .call("Echo/target")
             .with_deadline(bad)
             .tell("record", "builder")
+            .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArgument, "{bad}");
         let e = host
@@ -190,7 +191,7 @@ async fn a_queued_turn_past_its_deadline_is_skipped_and_a_running_one_is_not() {
 
     // A tell made inside a turn carries the chain's deadline: queued behind a long turn, it
     // is skipped once that deadline passed instead of running 5 s.
-    host.tell("SkipSlow/t", "sleep", "600").unwrap();
+    host.tell("SkipSlow/t", "sleep", "600").await.unwrap();
     wait_until(BOUND, "the long turn running", || {
         host.inflight_turns() >= 1
     })
@@ -311,7 +312,7 @@ async fn a_saturated_actor_refuses_arrivals_with_429_while_calls_from_turns_succ
         "{b}"
     );
     // The Rust API sees the same typed refusal.
-    let e = host.tell("CapSlow/1", "sleep", "1").unwrap_err();
+    let e = host.tell("CapSlow/1", "sleep", "1").await.unwrap_err();
     let o = e.overload.unwrap();
     assert_eq!(
         (e.code, o.scope, o.depth, o.limit),
@@ -423,11 +424,11 @@ async fn host_wide_cap_refuses_arrivals_but_never_timers_or_calls_from_turns() {
     .await;
     assert_eq!(r["ok"], true, "{r}");
     // Saturate: two running turns and one queued = depth 3.
-    host.tell("Slow/1", "sleep", "1200").unwrap();
-    host.tell("Slow/2", "sleep", "1200").unwrap();
-    host.tell("Slow/1", "sleep", "1").unwrap();
+    host.tell("Slow/1", "sleep", "1200").await.unwrap();
+    host.tell("Slow/2", "sleep", "1200").await.unwrap();
+    host.tell("Slow/1", "sleep", "1").await.unwrap();
     assert_eq!(host.admission_depth(), 3);
-    let e = host.tell("Echo/x", "record", "refused").unwrap_err();
+    let e = host.tell("Echo/x", "record", "refused").await.unwrap_err();
     let o = e.overload.expect("an overload refusal");
     assert_eq!(
         (e.code, o.scope, o.depth, o.limit),
@@ -455,7 +456,7 @@ async fn host_wide_cap_refuses_arrivals_but_never_timers_or_calls_from_turns() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(items, vec![json!("late")]);
-    assert!(host.tell("Echo/x", "record", "admitted").is_ok());
+    assert!(host.tell("Echo/x", "record", "admitted").await.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,7 +497,7 @@ async fn a_timer_refused_by_a_full_mailbox_is_rearmed_and_delivered() {
         host.inflight_turns() == 2
     })
     .await;
-    host.tell("Echo/a", "record", "filler").unwrap();
+    host.tell("Echo/a", "record", "filler").await.unwrap();
     busy.await.unwrap().unwrap();
     wait_until(BOUND, "the re-armed tick delivered", || {
         host.status().iter().all(|s| s.queued == 0) && host.inflight_turns() == 0

@@ -78,7 +78,7 @@ async fn messages_racing_a_deactivation_are_never_lost_or_reordered() {
     let n = 400;
     for i in 0..n {
         let req = json!({"to": "Sink/0", "msg_type": "record", "payload": i.to_string()});
-        host.tell("Hop/k", "tell", req.to_string()).unwrap();
+        host.tell("Hop/k", "tell", req.to_string()).await.unwrap();
         // Gaps of 0–4 ms around the 2 ms idle timeout, so tells land before, during and
         // after deactivations.
         let gap = (i * 7) % 5;

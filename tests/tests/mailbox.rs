@@ -23,7 +23,7 @@ async fn full_mailbox_reaches_rust_guest_as_resource_exhausted() {
     )
     .await;
     // Occupy the slow actor with a long turn, then flood its two-slot mailbox from a guest.
-    host.tell("Slow/1", "sleep", "1500").unwrap();
+    host.tell("Slow/1", "sleep", "1500").await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     let r = host
         .ask(
@@ -59,7 +59,7 @@ async fn one_slot_actor_in_a_long_turn(id: &str, ms: &str) -> sluice_runtime::Ho
         )],
     )
     .await;
-    host.tell(id, "sleep", ms.to_owned()).unwrap();
+    host.tell(id, "sleep", ms.to_owned()).await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     host
 }
@@ -70,7 +70,7 @@ async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
     // One of the next two fits (the first may already be running); the bound holds after that.
     let mut refused = None;
     for _ in 0..3 {
-        if let Err(e) = host.tell("Slow/a", "sleep", "1") {
+        if let Err(e) = host.tell("Slow/a", "sleep", "1").await {
             refused = Some(e);
             break;
         }
@@ -93,13 +93,13 @@ async fn host_tell_into_full_error_mailbox_is_typed_with_a_hint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hint_covers_a_long_first_turn() {
     let host = one_slot_actor_in_a_long_turn("Slow/h", "3000").await;
-    let _ = host.tell("Slow/h", "sleep", "1"); // fills the one slot (or is refused already)
+    let _ = host.tell("Slow/h", "sleep", "1").await; // fills the one slot (or is refused already)
     // Within the 3 s turn (so no turn has finished and the mean is still unknown), the hint
     // reaches 100 ms.
     wait_until(
         Duration::from_millis(2000),
         "a hint of at least 100 ms during the first turn",
-        || match host.tell("Slow/h", "sleep", "1") {
+        || match sluice_tests::ready(host.tell("Slow/h", "sleep", "1")) {
             Err(e) => e.retry_after_ms.is_some_and(|ms| ms >= 100),
             Ok(_) => false,
         },
@@ -129,11 +129,12 @@ async fn drop_oldest_displaces_the_oldest_and_reports_it() {
     )
     .await;
     // Hold SlowDO/1 in a long turn, then overfill its two-slot mailbox.
-    host.tell("SlowDO/1", "sleep", "1500").unwrap();
+    host.tell("SlowDO/1", "sleep", "1500").await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
-    let receipts: Vec<TellReceipt> = (0..6)
-        .map(|i| host.tell("SlowDO/1", "sleep", i.to_string()).unwrap())
-        .collect();
+    let mut receipts: Vec<TellReceipt> = Vec::new();
+    for i in 0..6 {
+        receipts.push(host.tell("SlowDO/1", "sleep", i.to_string()).await.unwrap());
+    }
     use TellReceipt::{DisplacedOldest as D, Queued as Q};
     assert_eq!(receipts, [Q, Q, D, D, D, D]);
     assert_eq!(dropped("SlowDO", "drop_oldest"), 4.0);
@@ -147,7 +148,10 @@ async fn drop_oldest_displaces_the_oldest_and_reports_it() {
         _ = std::future::ready(()) => {}
     }
     for i in 0..3 {
-        assert_eq!(host.tell("SlowDO/1", "sleep", i.to_string()).unwrap(), D);
+        assert_eq!(
+            host.tell("SlowDO/1", "sleep", i.to_string()).await.unwrap(),
+            D
+        );
     }
     let e = ask.await.unwrap_err();
     assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
@@ -168,11 +172,12 @@ async fn drop_newest_discards_the_incoming_message_and_says_so() {
         )],
     )
     .await;
-    host.tell("SlowDN/1", "sleep", "1500").unwrap();
+    host.tell("SlowDN/1", "sleep", "1500").await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
-    let receipts: Vec<TellReceipt> = (0..6)
-        .map(|_| host.tell("SlowDN/1", "sleep", "1").unwrap())
-        .collect();
+    let mut receipts: Vec<TellReceipt> = Vec::new();
+    for _ in 0..6 {
+        receipts.push(host.tell("SlowDN/1", "sleep", "1").await.unwrap());
+    }
     use TellReceipt::{DroppedNewest as N, Queued as Q};
     assert_eq!(receipts, [Q, Q, N, N, N, N]);
     let e = host.ask("SlowDN/1", "sleep", "1", T).await.unwrap_err();
@@ -198,7 +203,7 @@ async fn guest_sees_drops(strategy: MailboxStrategy, ty: &str, label: &str) -> V
     // The echo actor's turn waits on an ask to a slow actor, so its mailbox fills.
     let target = format!("{ty}/1");
     let req = json!({"to": "Gate/1", "msg_type": "sleep", "payload": "800", "timeout_ms": 10_000});
-    host.tell(&target, "ask", req.to_string()).unwrap();
+    host.tell(&target, "ask", req.to_string()).await.unwrap();
     wait_until(T, "the echo turn and the gate's turn to start", || {
         host.inflight_turns() == 2
     })
@@ -261,7 +266,9 @@ async fn turns_of_one_actor_never_overlap_under_concurrent_senders() {
         let h = host.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..200 {
-                h.tell("Echo/seq", "record", format!("{s}:{i}")).unwrap();
+                h.tell("Echo/seq", "record", format!("{s}:{i}"))
+                    .await
+                    .unwrap();
                 if i % 50 == 0 {
                     tokio::task::yield_now().await;
                 }
@@ -301,9 +308,9 @@ async fn a_redeploy_with_new_mailbox_bounds_applies_to_live_actors_and_drops_not
         vec![(spec(2, MailboxStrategy::Error), "slow")],
     )
     .await;
-    host.tell("SlowRe/1", "sleep", "5000").unwrap();
+    host.tell("SlowRe/1", "sleep", "5000").await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
-    let tell = || host.tell("SlowRe/1", "sleep", "1");
+    let tell = || sluice_tests::ready(host.tell("SlowRe/1", "sleep", "1"));
     assert_eq!(tell().unwrap(), TellReceipt::Queued);
     assert_eq!(tell().unwrap(), TellReceipt::Queued);
     assert_eq!(tell().unwrap_err().code, ErrorCode::ResourceExhausted);

@@ -117,11 +117,13 @@ async fn dispatch_into_full_mailboxes_is_rejected_then_relayed_with_nothing_lost
     host.attach_outbox(outbox_at(dir.path(), patient()).await);
     // Hold four workers in long turns with full mailboxes.
     for i in 0..4 {
-        host.tell(&format!("Slow/{i}"), "sleep", "400").unwrap();
+        host.tell(&format!("Slow/{i}"), "sleep", "400")
+            .await
+            .unwrap();
     }
     wait_until(T, "all four busy", || host.inflight_turns() == 4).await;
     for i in 0..4 {
-        host.tell(&format!("Slow/{i}"), "sleep", "1").unwrap();
+        host.tell(&format!("Slow/{i}"), "sleep", "1").await.unwrap();
     }
     let targets: Vec<String> = (0..4).map(|i| format!("Slow/{i}")).collect();
     let r = json(
@@ -268,9 +270,9 @@ async fn tell_reliable_goes_direct_or_to_the_outbox_and_always_arrives() {
         DeliveryPath::Direct
     );
     // A busy receiver with a full mailbox: the guest's tell_reliable falls back to the outbox.
-    host.tell("Slow/1", "sleep", "300").unwrap();
+    host.tell("Slow/1", "sleep", "300").await.unwrap();
     wait_until(T, "slow busy", || host.inflight_turns() == 1).await;
-    host.tell("Slow/1", "sleep", "1").unwrap();
+    host.tell("Slow/1", "sleep", "1").await.unwrap();
     let r = json(
         &host
             .ask(
@@ -438,7 +440,7 @@ async fn call_mode_dispatch_gives_up_at_the_turns_deadline_and_the_relay_deliver
     )
     .await;
     let ob = host.attach_outbox(outbox_at(dir.path(), patient()).await);
-    host.tell("Slow/1", "sleep", "3000").unwrap();
+    host.tell("Slow/1", "sleep", "3000").await.unwrap();
     wait_until(T, "Slow/1 busy", || host.inflight_turns() == 1).await;
 
     // The dispatching turn has 300 ms (the external ask's timeout is its deadline).

@@ -117,7 +117,7 @@ async fn full_mailbox_reaches_guest_as_resource_exhausted(lang: Lang) {
     // Activate the flooder first so its instantiation does not eat into the long turn.
     host.ask("Flood/1", "ok", "", T).await.ok();
     // Occupy the slow actor with a long turn, then flood its two-slot mailbox from a guest.
-    host.tell("Slow/1", "sleep", "3000").unwrap();
+    host.tell("Slow/1", "sleep", "3000").await.unwrap();
     wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
     let r = host
         .ask(

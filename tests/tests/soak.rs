@@ -38,6 +38,7 @@ async fn drive(host: Host, me: &'static str, peer: &'static str, n: u64) -> u64 
         let payload = "x".repeat(size);
         if i % 4 != 3 {
             host.tell(me, "echo", payload.clone())
+                .await
                 .unwrap_or_else(|e| panic!("tell #{i} to {me}: {e}"));
             continue;
         }

@@ -34,7 +34,7 @@ async fn restart_intensity_exceeded_stops_the_actor_with_unavailable() {
     }
     let e = host.ask("Crash/1", "ok", "", T).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
-    let e = host.tell("Crash/1", "ok", "").unwrap_err();
+    let e = host.tell("Crash/1", "ok", "").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
     assert_eq!(host.status()[0].stopped, 1);
     // Redeploying the type gives the stopped actor a fresh start.
@@ -141,7 +141,10 @@ async fn oversize_payload_is_invalid_argument_before_queueing() {
         ..test_config()
     };
     let host = host_with(cfg, vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")]).await;
-    let e = host.tell("Echo/1", "echo", vec![0u8; 1025]).unwrap_err();
+    let e = host
+        .tell("Echo/1", "echo", vec![0u8; 1025])
+        .await
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
     let e = host
         .ask("Echo/1", "echo", vec![0u8; 4096], T)

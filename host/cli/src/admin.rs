@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -174,14 +176,29 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
-async fn deploy(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
-    let bad = |m: String| {
-        (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({"code": "invalid-argument", "message": m})),
-        )
-            .into_response()
+/// `invalid-argument` with this status: a request the admin API cannot take as sent.
+fn invalid(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": "invalid-argument", "message": message})),
+    )
+        .into_response()
+}
+
+/// A body that could not be read (413 past the size limit, 400 otherwise), typed.
+fn unreadable(r: BytesRejection) -> Response {
+    invalid(r.status(), format!("INVALID_ARGUMENT: {}", r.body_text()))
+}
+
+async fn deploy(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return unreadable(r),
     };
+    let bad = |m: String| invalid(StatusCode::BAD_REQUEST, m);
     let req: DeployRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return bad(format!("INVALID_ARGUMENT: deploy request: {e}")),
@@ -267,8 +284,17 @@ struct DlqQuery {
 
 async fn dlq_list(
     State(state): State<Arc<AdminState>>,
-    axum::extract::Query(q): axum::extract::Query<DlqQuery>,
+    q: Result<Query<DlqQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(r) => {
+            return invalid(
+                StatusCode::BAD_REQUEST,
+                format!("INVALID_ARGUMENT: {}", r.body_text()),
+            );
+        }
+    };
     let Some(ob) = state.host.outbox() else {
         return no_outbox();
     };
@@ -288,7 +314,15 @@ async fn dlq_list(
     }
 }
 
-async fn dlq_op(state: Arc<AdminState>, body: axum::body::Bytes, replay: bool) -> Response {
+async fn dlq_op(
+    state: Arc<AdminState>,
+    body: Result<Bytes, BytesRejection>,
+    replay: bool,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return unreadable(r),
+    };
     let Some(ob) = state.host.outbox() else {
         return no_outbox();
     };
@@ -312,11 +346,17 @@ async fn dlq_op(state: Arc<AdminState>, body: axum::body::Bytes, replay: bool) -
     }
 }
 
-async fn dlq_replay(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
+async fn dlq_replay(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     dlq_op(state, body, true).await
 }
 
-async fn dlq_purge(State(state): State<Arc<AdminState>>, body: axum::body::Bytes) -> Response {
+async fn dlq_purge(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     dlq_op(state, body, false).await
 }
 

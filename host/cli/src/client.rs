@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine as _;
-use sluice_runtime::AppConfig;
+use sluice_app::AppConfig;
 
 use crate::admin::DeployRequest;
 
@@ -35,6 +35,21 @@ pub struct CallHeaders<'a> {
     pub token: Option<&'a str>,
 }
 
+/// `s` as one path segment: every byte but `[A-Za-z0-9-._~]` percent-encoded, so a key may
+/// hold `/`, `?`, `#` or `%`, and a control character reaches the host (which refuses it)
+/// instead of being dropped by URL parsing.
+fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// POSTs to the ingress: `verb` is `ask` or `tell`.
 pub async fn call(
     base: &str,
@@ -53,8 +68,11 @@ pub async fn call(
         bail!("actor must be TYPE/KEY, got {actor:?}")
     };
     let url = format!(
-        "{}/actors/{ty}/{key}/{verb}/{msg_type}",
-        base.trim_end_matches('/')
+        "{}/actors/{}/{}/{verb}/{}",
+        base.trim_end_matches('/'),
+        segment(ty),
+        segment(key),
+        segment(msg_type)
     );
     let mut req = client().post(url).body(payload);
     if let Some(d) = deadline_ms {
@@ -66,7 +84,16 @@ pub async fn call(
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
-    let resp = req.send().await.context("ingress unreachable")?;
+    let resp = match req.send().await {
+        Ok(r) => r,
+        // Never sent (a URL over the 65534 bytes a request line may carry here): say so,
+        // without echoing the URL.
+        Err(e) if e.is_builder() => {
+            return Err(anyhow::Error::new(e.without_url())
+                .context("the request could not be sent as HTTP"));
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("ingress unreachable")),
+    };
     Ok(CallOutcome {
         status: resp.status().as_u16(),
         body: resp.bytes().await?.to_vec(),

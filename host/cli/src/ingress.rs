@@ -1,7 +1,11 @@
 //! The HTTP ingress: ask/tell an actor, `/metrics`, `/healthz`.
 //!
-//! Errors are JSON `{code, message, retry_after_ms, skipped, scope, depth, limit}` with the
-//! status of their code: 429 resource-exhausted/overloaded, 404, 400, 503, 504, 500.
+//! Errors are JSON `{code, message, retry_after_ms, skipped, kind, scope, depth, limit}`
+//! with the status of their code: 429 resource-exhausted/overloaded, 404, 400, 503, 504, 500.
+//! Every refusal has that body, the ingress's own included: 401/403 for the principal, 400
+//! for a path that is not UTF-8 or a bad type, key or msg_type, 404 for an unknown route,
+//! 405 for a wrong method, and, served through [`serve`], the 400/414/431 hyper gives a
+//! request it cannot parse (see [`transport`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,14 +13,18 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Extension, Path, State};
 use axum::http::header::AUTHORIZATION;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use sluice_runtime::{ActorError, CallOptions, Host, IngressSettings, OverloadScope, TellReceipt};
+use sluice_app::IngressSettings;
+use sluice_runtime::{ActorError, CallOptions, Host, OverloadScope, TellReceipt};
+
+pub mod transport;
 
 /// The header carrying a call's remaining budget in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-sluice-deadline-ms";
@@ -55,7 +63,7 @@ impl std::fmt::Debug for IngressAuth {
     }
 }
 
-/// A refused request: status and canonical code.
+/// A request the ingress refuses itself: status, canonical code, detail.
 struct Refusal(StatusCode, &'static str, String);
 
 impl IngressAuth {
@@ -159,13 +167,65 @@ pub fn router_with(host: Host, auth: IngressAuth) -> Router {
     // hard transport ceiling of twice the payload limit.
     let limit = host.config().max_payload_bytes.saturating_mul(2);
     Router::new()
-        .route("/actors/{ty}/{key}/ask/{msg_type}", post(ask))
-        .route("/actors/{ty}/{key}/tell/{msg_type}", post(tell))
+        .route("/actors/{type}/{key}/ask/{msg_type}", post(ask))
+        .route("/actors/{type}/{key}/tell/{msg_type}", post(tell))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
+        // After the routes: it applies to those present.
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(no_route)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(Arc::new(IngressState { host, auth }))
 }
+
+/// Serves an ingress `router` on `listener`, with hyper's own refusals typed as well (see
+/// [`transport`]). This is how `sluice run` serves its ingress.
+pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
+    axum::serve(
+        transport::Listener::new(listener),
+        router.into_make_service_with_connect_info::<transport::Connection>(),
+    )
+    .await
+}
+
+async fn no_route() -> Response {
+    Refusal(
+        StatusCode::NOT_FOUND,
+        "NOT_FOUND",
+        "no such route: the ingress serves POST /actors/{type}/{key}/ask/{msg_type}, \
+         POST /actors/{type}/{key}/tell/{msg_type}, GET /metrics and GET /healthz"
+            .into(),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method) -> Response {
+    // The router adds the `Allow` header.
+    Refusal(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "INVALID_ARGUMENT",
+        format!("method {method} is not allowed on this route (see the Allow header)"),
+    )
+    .into_response()
+}
+
+/// The refusal for a path the router matched but could not decode.
+fn path_refusal(r: PathRejection) -> Refusal {
+    let detail = match &r {
+        PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key } => {
+                let name = if key == "type" { "actor type" } else { key };
+                format!("the {name} in the path is not UTF-8 once percent-decoded")
+            }
+            _ => r.body_text(),
+        },
+        _ => r.body_text(),
+    };
+    Refusal(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", detail)
+}
+
+/// The three path segments of an ask or tell, or the refusal to answer.
+type ActorPath = Result<Path<(String, String, String)>, PathRejection>;
 
 /// An error as the wire carries it.
 pub fn error_json(e: &ActorError) -> serde_json::Value {
@@ -225,23 +285,37 @@ fn options(state: &IngressState, headers: &HeaderMap) -> Result<CallOptions, Ref
     })
 }
 
+/// The body of a refusal that is not an [`ActorError`]: the same fields, with this `code`
+/// (`invalid-argument`) and `message` (`INVALID_ARGUMENT: …`), the others empty.
+pub(crate) fn refusal_json(code: &str, message: String) -> serde_json::Value {
+    let mut body = error_json(&ActorError::internal(""));
+    body["code"] = code.into();
+    body["message"] = message.into();
+    body
+}
+
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let Refusal(status, code, msg) = self;
-        let body = json!({
-            "code": code.to_ascii_lowercase().replace('_', "-"),
-            "message": format!("{code}: {msg}"),
-        });
+        let body = refusal_json(
+            &code.to_ascii_lowercase().replace('_', "-"),
+            format!("{code}: {msg}"),
+        );
         (status, axum::Json(body)).into_response()
     }
 }
 
 async fn ask(
     State(state): State<Arc<IngressState>>,
-    Path((ty, key, msg_type)): Path<(String, String, String)>,
+    conn: Option<Extension<ConnectInfo<transport::Connection>>>,
+    path: ActorPath,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let (ty, key, msg_type) = match path {
+        Ok(Path(p)) => p,
+        Err(r) => return path_refusal(r).into_response(),
+    };
     let body = match body {
         Ok(b) => b,
         Err(r) => return error_response(&body_error(&state, r)),
@@ -255,17 +329,26 @@ async fn ask(
         .ask_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
         .await
     {
-        Ok(reply) => (StatusCode::OK, reply).into_response(),
+        Ok(reply) => {
+            if let Some(Extension(ConnectInfo(c))) = conn {
+                c.note_reply(&reply);
+            }
+            (StatusCode::OK, reply).into_response()
+        }
         Err(e) => error_response(&e),
     }
 }
 
 async fn tell(
     State(state): State<Arc<IngressState>>,
-    Path((ty, key, msg_type)): Path<(String, String, String)>,
+    path: ActorPath,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let (ty, key, msg_type) = match path {
+        Ok(Path(p)) => p,
+        Err(r) => return path_refusal(r).into_response(),
+    };
     let body = match body {
         Ok(b) => b,
         Err(r) => return error_response(&body_error(&state, r)),
@@ -277,6 +360,7 @@ async fn tell(
     match state
         .host
         .tell_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
+        .await
     {
         Ok(r) => {
             let receipt = match r {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use sluice_cli::{admin, client, console, ingress};
-use sluice_runtime::Host;
 
 #[derive(Parser)]
 #[command(
@@ -241,7 +240,10 @@ async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
         println!("{body}");
         Ok(())
     } else {
-        eprintln!("{body}");
+        // The host's typed JSON error, as it sent it (nothing to print for an empty body).
+        if !body.trim().is_empty() {
+            eprintln!("{body}");
+        }
         bail!("{verb} failed with HTTP {}", out.status)
     }
 }
@@ -259,7 +261,11 @@ async fn run(
         );
     }
     sluice_cli::metrics_export::handle();
-    let (host, app) = Host::from_app_dir_with(&app_dir, database_url.as_deref(), |_| {})
+    let database = database_url
+        .as_deref()
+        .map(sluice_app::Database::parse)
+        .transpose()?;
+    let (host, app) = sluice_app::start_with(&app_dir, database.as_ref(), |_| {})
         .await
         .with_context(|| format!("starting app {}", app_dir.display()))?;
     let ingress_l = tokio::net::TcpListener::bind(listen)
@@ -284,7 +290,7 @@ async fn run(
             app.ingress.tokens.len()
         );
     }
-    let ingress = axum::serve(ingress_l, ingress::router_with(host.clone(), auth));
+    let ingress = ingress::serve(ingress_l, ingress::router_with(host.clone(), auth));
     sluice_cli::metrics_export::export_outbox_config(&host);
     let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
     let admin = axum::serve(

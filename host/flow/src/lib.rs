@@ -4,6 +4,7 @@
 //! runtime, the outbox and the bus can share them and tests can drive them exactly.
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod backoff;
 pub mod deadline;
 pub mod drr;
@@ -11,4 +12,5 @@ pub mod limiter;
 pub mod mailbox;
 pub mod partition;
 pub mod ratelimit;
+pub mod supervision;
 pub mod topic;

@@ -1,16 +1,27 @@
-//! The Rust host API's call builder: `host.call("Type/key").with_deadline(50.0).ask(..)`.
-//!
-//! A per-call deadline from outside any actor replaces the host's `call_timeout_ms` (it may be
-//! longer or shorter); inside a chain it only tightens. An invalid budget (0, negative, NaN,
-//! infinite) is `INVALID_ARGUMENT`, returned before anything is sent.
+//! How a call is made (its options) and what became of it (receipts): the vocabulary shared
+//! by every caller — the Rust API, guest imports, the relay, the bus — and every route.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_flow::deadline;
 
-use crate::error::{ActorError, TellReceipt};
-use crate::host::{CallOptions, Host};
+use crate::error::ActorError;
+use crate::id::ActorId;
+
+/// How a call is made: its deadline, on whose behalf, from whom.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// Absolute deadline; `None` = the host's `call_timeout_ms` for external calls.
+    pub deadline: Option<Instant>,
+    /// Who the work is for; `None` = `system`.
+    pub principal: Option<Arc<str>>,
+    /// The calling actor, if any.
+    pub sender: Option<ActorId>,
+    /// True when made from inside a turn (non-empty call chain): never refused by admission
+    /// caps, and the deadline is inherited rather than defaulted.
+    pub internal: bool,
+}
 
 impl CallOptions {
     /// Gives the call a budget of `ms` milliseconds from now: the earlier of that and the
@@ -24,80 +35,22 @@ impl CallOptions {
     }
 }
 
-/// A call being prepared against one actor. Build with [`Host::call`].
-#[must_use = "a call does nothing until `ask` or `tell`"]
-pub struct Call<'a> {
-    host: &'a Host,
-    to: &'a str,
-    opts: CallOptions,
-    /// The first invalid option, returned by `ask`/`tell` before sending.
-    invalid: Option<ActorError>,
+/// What became of a `tell`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TellReceipt {
+    /// Queued, nothing dropped.
+    Queued,
+    /// Queued after the mailbox's `drop_oldest` strategy discarded the oldest message.
+    DisplacedOldest,
+    /// The mailbox's `drop_newest` strategy discarded this message.
+    DroppedNewest,
 }
 
-impl Host {
-    /// Starts a call to `to` (`Type/key`) from outside any actor (an arrival: subject to the
-    /// admission caps, default deadline `call_timeout_ms`).
-    pub fn call<'a>(&'a self, to: &'a str) -> Call<'a> {
-        Call {
-            host: self,
-            to,
-            opts: CallOptions::default(),
-            invalid: None,
-        }
-    }
-}
-
-impl Host {
-    /// Queued + running turns host-wide, as the `max_inflight_turns` cap counts them (always
-    /// 0 when that cap is off: the count is not kept then).
-    pub fn admission_depth(&self) -> u64 {
-        self.inner().admission.host_depth()
-    }
-}
-
-impl Call<'_> {
-    /// This call's budget in milliseconds from now, in place of `call_timeout_ms`. Must be a
-    /// positive finite number; otherwise the call fails `INVALID_ARGUMENT` without sending.
-    pub fn with_deadline(mut self, ms: f64) -> Self {
-        match deadline::budget_from_ms(ms) {
-            Ok(b) => self.opts.deadline = Some(Instant::now() + b),
-            Err(e) => {
-                self.invalid
-                    .get_or_insert(ActorError::invalid_argument(e.to_string()));
-            }
-        }
-        self
-    }
-
-    /// Who the work is for (tracing and fair queues; never a metric label).
-    pub fn principal(mut self, principal: &str) -> Self {
-        self.opts.principal = Some(Arc::from(principal));
-        self
-    }
-
-    /// Request/reply.
-    pub async fn ask(
-        self,
-        msg_type: &str,
-        payload: impl Into<Vec<u8>>,
-    ) -> Result<Vec<u8>, ActorError> {
-        if let Some(e) = self.invalid {
-            return Err(e);
-        }
-        self.host
-            .ask_with(self.to, msg_type, payload, self.opts)
-            .await
-    }
-
-    /// Fire and forget.
-    pub fn tell(
-        self,
-        msg_type: &str,
-        payload: impl Into<Vec<u8>>,
-    ) -> Result<TellReceipt, ActorError> {
-        if let Some(e) = self.invalid {
-            return Err(e);
-        }
-        self.host.tell_with(self.to, msg_type, payload, self.opts)
-    }
+/// How `tell_reliable` delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryPath {
+    /// Straight into the receiver's mailbox.
+    Direct,
+    /// Stored in the outbox; the relay delivers it.
+    Outbox,
 }

@@ -239,15 +239,27 @@ impl fmt::Display for ActorError {
 
 impl std::error::Error for ActorError {}
 
-/// What became of a `tell`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TellReceipt {
-    /// Queued, nothing dropped.
-    Queued,
-    /// Queued after the mailbox's `drop_oldest` strategy discarded the oldest message.
-    DisplacedOldest,
-    /// The mailbox's `drop_newest` strategy discarded this message.
-    DroppedNewest,
+/// Why a host could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// A setting of [`HostConfig`](crate::HostConfig) or a subscription is invalid.
+    #[error(transparent)]
+    Invalid(#[from] LoadError),
+    /// The engine's instance pool could not be reserved (each `max_activations` slot
+    /// reserves ~8 GiB of address space, shared by every host in this process).
+    #[error(
+        "reserving the instance pool for max_activations={max_activations} (~8 GiB of address space per slot, shared by every host in this process): {reason}"
+    )]
+    Engine {
+        /// The setting that sized the pool.
+        max_activations: u32,
+        /// The engine's reason.
+        reason: String,
+    },
+    /// The host imports (WASI, `sluice:actor`) could not be linked: a bug, not a setting.
+    #[error("linking the host imports: {0}")]
+    Link(String),
 }
 
 /// Why a module could not be loaded. The host keeps serving everything else.

@@ -11,18 +11,10 @@ use sluice_outbox::{
 };
 
 use crate::bindings::wit;
-use crate::error::{ActorError, ErrorCode, TellReceipt};
-use crate::host::{CallOptions, HostInner};
-use crate::registry::ActorId;
-
-/// How `tell_reliable` delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryPath {
-    /// Straight into the receiver's mailbox.
-    Direct,
-    /// Stored in the outbox; the relay delivers it.
-    Outbox,
-}
+use crate::call::{CallOptions, DeliveryPath, TellReceipt};
+use crate::error::{ActorError, ErrorCode};
+use crate::id::ActorId;
+use crate::routing::Routes;
 
 /// Delivers stored messages into actor mailboxes for the relay.
 ///
@@ -30,7 +22,9 @@ pub enum DeliveryPath {
 /// the receiver's handler returned success, so a handler error is retried and, after
 /// `max_attempts`, dead-lettered (a poison message).
 pub(crate) struct RuntimeDelivery {
-    pub host: Weak<HostInner>,
+    pub routes: Weak<Routes>,
+    /// The host's `call_timeout_ms`, for a call-mode delivery with no deadline of its own.
+    pub call_timeout: Option<Duration>,
 }
 
 /// How long a relayed `call` waits for the handler when the host has no `call_timeout_ms`.
@@ -65,7 +59,7 @@ fn classify(e: ActorError) -> DeliveryError {
 #[async_trait]
 impl Delivery for RuntimeDelivery {
     async fn deliver(&self, env: Envelope) -> Result<(), DeliveryError> {
-        let Some(host) = self.host.upgrade() else {
+        let Some(routes) = self.routes.upgrade() else {
             return Err(DeliveryError::Transient("host shut down".into()));
         };
         let to =
@@ -83,21 +77,65 @@ impl Delivery for RuntimeDelivery {
                 // The dispatching turn's deadline when there is one (what is left of its
                 // budget); the relay's own attempts get the host's call timeout.
                 opts.deadline = Some(env.deadline.unwrap_or_else(|| {
-                    Instant::now() + host.config.call_timeout().unwrap_or(RELAYED_CALL_TIMEOUT)
+                    Instant::now() + self.call_timeout.unwrap_or(RELAYED_CALL_TIMEOUT)
                 }));
-                host.ask(&to, env.msg_type, payload, opts)
+                routes
+                    .ask(&to, env.msg_type, payload, opts)
                     .await
                     .map(drop)
                     .map_err(classify)
             }
             // Delivered once queued: no deadline rides along (a queued message past it would
             // be skipped after the outbox acked it).
-            DispatchMode::Cast => match host.tell(&to, env.msg_type, payload, opts) {
+            DispatchMode::Cast => match routes.tell(&to, env.msg_type, payload, opts).await {
                 Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
                 // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
                 Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
                 Err(e) => Err(classify(e)),
             },
+        }
+    }
+}
+
+/// Direct tell first; on any failure (or a drop by the strategy) store in the outbox. An error
+/// only when both fail.
+pub(crate) async fn tell_reliable(
+    routes: &Routes,
+    outbox: &sluice_outbox::Outbox,
+    id: &ActorId,
+    msg_type: String,
+    payload: Vec<u8>,
+    opts: CallOptions,
+) -> Result<DeliveryPath, ActorError> {
+    let direct = match routes
+        .tell(id, msg_type.clone(), payload.clone(), opts.clone())
+        .await
+    {
+        Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => {
+            metrics::counter!("sluice_tell_reliable_total", "path" => "direct").increment(1);
+            return Ok(DeliveryPath::Direct);
+        }
+        Ok(TellReceipt::DroppedNewest) => ActorError::mailbox_full(1),
+        Err(e) => e,
+    };
+    tracing::debug!(actor = %id, error = %direct, "tell_reliable: direct delivery failed, storing in the outbox");
+    let mut m = NewMessage::new(id.to_string(), msg_type, payload);
+    if let Some(s) = &opts.sender {
+        m = m.with_sender(s.to_string());
+    }
+    if let Some(p) = opts.principal.as_deref().filter(|p| *p != SYSTEM_PRINCIPAL) {
+        m = m.with_principal(p);
+    }
+    match outbox.store(m).await {
+        Ok(_) => {
+            metrics::counter!("sluice_tell_reliable_total", "path" => "outbox").increment(1);
+            Ok(DeliveryPath::Outbox)
+        }
+        Err(e) => {
+            metrics::counter!("sluice_tell_reliable_total", "path" => "failed").increment(1);
+            Err(ActorError::unavailable(format!(
+                "tell_reliable: direct failed ({direct}), outbox also failed ({e})"
+            )))
         }
     }
 }

@@ -271,7 +271,7 @@ pub fn set_devices_online(app: &Path, online: bool) -> anyhow::Result<()> {
 
 /// Starts an in-process host on `app` (outbox in `app/.sluice/outbox.db`).
 pub async fn start_host(app: &Path) -> anyhow::Result<Host> {
-    let (host, _) = Host::from_app_dir_with(app, None, |_| {})
+    let (host, _) = sluice_app::start(app, |_| {})
         .await
         .with_context(|| format!("starting a host on {}", app.display()))?;
     Ok(host)

@@ -1,0 +1,258 @@
+//! The task that runs one activation: it takes one message at a time from the cell's mailbox
+//! (so turns are sequential by construction), skips the expired, brings the instance up and
+//! restarts it after a crash within the child's restart intensity, and ends the activation
+//! when it is evicted, idle, stopped or the host shuts down — then gives its slot back.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sluice_flow::mailbox::ewma_micros;
+use sluice_flow::supervision::RestartIntensity;
+
+use super::cell::{ActorCell, InboxState};
+use super::env::Env;
+use super::instance::{Crash, Live, activate, turn};
+use super::module::ModuleVersion;
+use super::registry::TypeEntry;
+use super::trap::Failure;
+use crate::clock::since_origin;
+use crate::error::ActorError;
+use crate::message::Message;
+
+/// Runs the activation `cell` of `entry`'s type until it ends.
+pub(crate) async fn run(cell: Arc<ActorCell>, entry: Arc<TypeEntry>, env: Arc<Env>) {
+    Supervisor::new(&cell, &entry, &env).serve().await;
+    // The instance is gone by now; the slot goes back.
+    drop(cell.slot.lock().take());
+    cell.ty.metrics.deactivations.increment(1);
+}
+
+struct Supervisor<'a> {
+    cell: &'a Arc<ActorCell>,
+    entry: &'a TypeEntry,
+    env: &'a Env,
+    live: Option<Live>,
+    intensity: RestartIntensity,
+    /// How long a keyed actor may idle before it is deactivated; `None` = never.
+    idle: Option<Duration>,
+}
+
+impl<'a> Supervisor<'a> {
+    fn new(cell: &'a Arc<ActorCell>, entry: &'a TypeEntry, env: &'a Env) -> Self {
+        let spec = &cell.ty.current().spec;
+        Self {
+            cell,
+            entry,
+            env,
+            live: None,
+            intensity: RestartIntensity::new(
+                spec.max_restarts,
+                Duration::from_millis(spec.restart_window_ms),
+            ),
+            idle: (!cell.eager && env.config.idle_deactivate_ms > 0)
+                .then(|| Duration::from_millis(env.config.idle_deactivate_ms)),
+        }
+    }
+
+    async fn serve(mut self) {
+        let cell = self.cell;
+        if cell.eager {
+            let module = cell.ty.current();
+            if let Err(c) = self.bring_up(&module).await {
+                tracing::warn!(actor = %cell.id, error = %c.error, "eager activation failed");
+                if !self.may_restart(&module, c.failure) {
+                    self.stop();
+                    return;
+                }
+            }
+        }
+        // The message taken when the previous turn ended (under the same lock), if any.
+        let mut ready: Option<Message> = None;
+        loop {
+            let mut msg = match ready.take() {
+                Some(m) => m,
+                None => match next(cell, self.entry, self.env, self.idle).await {
+                    Some(m) => m,
+                    None => return,
+                },
+            };
+            let now = Instant::now();
+            if msg.deadline.is_some_and(|d| d <= now) {
+                // The caller has given up; running the turn would spend capacity on a reply
+                // nobody reads.
+                cell.ty.metrics.turns_skipped.increment(1);
+                cell.inbox.lock().running = false;
+                msg.answer(Err(ActorError::deadline_exceeded(true)));
+                continue;
+            }
+            if let Some(r) = &msg.reply {
+                r.started.store(true, Ordering::Release);
+            }
+            let metrics = &cell.ty.metrics;
+            metrics
+                .queue_seconds
+                .record(now.duration_since(msg.enqueued).as_secs_f64());
+            if self
+                .live
+                .as_ref()
+                .is_some_and(|l| l.version != cell.ty.current_version())
+            {
+                // A deploy happened: the previous turn finished on the old code; this one and
+                // every later one run on the new code.
+                self.live = None;
+            }
+            if self.live.is_none() {
+                let module = cell.ty.current();
+                if let Err(c) = self.bring_up(&module).await {
+                    cell.inbox.lock().running = false;
+                    let restart = self.may_restart(&module, c.failure);
+                    msg.answer(Err(c.error));
+                    if !restart {
+                        self.stop();
+                        return;
+                    }
+                    continue;
+                }
+            }
+            let l = self.live.as_mut().expect("brought up above");
+            cell.last_active.store(since_origin(now), Ordering::Relaxed);
+            self.env.inflight.fetch_add(1, Ordering::Relaxed);
+            let max_turn = Duration::from_millis(self.env.config.max_turn_ms);
+            let outcome = turn(l, max_turn, &mut msg, now).await;
+            self.env.inflight.fetch_sub(1, Ordering::Relaxed);
+            let took = now.elapsed();
+            metrics.turn_seconds.record(took.as_secs_f64());
+            let prev = cell.mean_turn_us.load(Ordering::Relaxed);
+            cell.mean_turn_us.store(
+                ewma_micros(prev, took.as_micros() as u64),
+                Ordering::Relaxed,
+            );
+            match outcome {
+                Ok(reply) => {
+                    if reply.is_ok() {
+                        metrics.turns_ok.increment(1);
+                    } else {
+                        metrics.turns_err.increment(1);
+                    }
+                    // The turn is over before anyone hears of it: a caller that got its reply
+                    // must never find this actor still counted as mid-turn (admission depth,
+                    // LRU eviction). Ending it and taking the next message share one lock.
+                    ready = cell.pop();
+                    msg.answer(reply);
+                }
+                Err(c) => {
+                    if !self.crashed(c, msg).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A turn crashed: count it, answer its caller, and restart the instance (before the
+    /// next message, as a supervisor would) unless restart intensity is exceeded. False when
+    /// the actor was stopped.
+    async fn crashed(&mut self, c: Crash, msg: Message) -> bool {
+        let cell = self.cell;
+        match c.failure {
+            Failure::Interrupted => cell.ty.metrics.turns_interrupted.increment(1),
+            _ => cell.ty.metrics.turns_trapped.increment(1),
+        }
+        cell.ty.metrics.traps.increment(1);
+        tracing::warn!(actor = %cell.id, error = %c.error, "actor instance crashed; discarding it");
+        self.live = None;
+        let module = cell.ty.current();
+        let restart = self.may_restart(&module, c.failure);
+        msg.answer(Err(c.error));
+        if !restart {
+            cell.inbox.lock().running = false;
+            self.stop();
+            return false;
+        }
+        cell.ty.metrics.restarts.increment(1);
+        // The actor still counts as busy meanwhile, so it is never evicted mid-restart.
+        if let Err(c) = self.bring_up(&module).await {
+            tracing::warn!(actor = %cell.id, error = %c.error, "restart failed; will retry on the next message");
+        }
+        cell.inbox.lock().running = false;
+        true
+    }
+
+    async fn bring_up(&mut self, module: &ModuleVersion) -> Result<(), Crash> {
+        self.live = Some(activate(self.cell, self.env, module).await?);
+        Ok(())
+    }
+
+    /// Records a failure; false when the restart intensity (N in T) is exceeded. A capacity
+    /// failure is not the actor's fault and never counts.
+    fn may_restart(&mut self, module: &ModuleVersion, failure: Failure) -> bool {
+        if failure == Failure::Capacity {
+            return true;
+        }
+        let spec = &module.spec;
+        self.intensity.set_limits(
+            spec.max_restarts,
+            Duration::from_millis(spec.restart_window_ms),
+        );
+        self.intensity.record(Instant::now())
+    }
+
+    /// The supervisor gave up: refuse new messages and fail the queued ones.
+    fn stop(&mut self) {
+        let cell = self.cell;
+        self.live = None;
+        cell.ty.metrics.stopped.increment(1);
+        tracing::error!(actor = %cell.id, "restart intensity exceeded; actor stopped");
+        let queued: Vec<Message> = {
+            let mut inbox = cell.inbox.lock();
+            inbox.state = InboxState::Stopped;
+            inbox.mb.drain().collect()
+        };
+        for m in queued {
+            m.answer(Err(ActorError::unavailable(
+                "actor stopped by its supervisor (restart intensity exceeded)",
+            )));
+        }
+    }
+}
+
+/// Waits for the next message of `cell`; `None` when the activation should end: closed (evicted to
+/// make room), idle for `idle`, or the host is shutting down.
+async fn next(
+    cell: &ActorCell,
+    entry: &TypeEntry,
+    env: &Env,
+    idle: Option<Duration>,
+) -> Option<Message> {
+    loop {
+        {
+            let mut inbox = cell.inbox.lock();
+            let m = inbox.mb.pop();
+            inbox.running = m.is_some();
+            if m.is_some() {
+                return m;
+            }
+            if inbox.state == InboxState::Closed {
+                return None;
+            }
+        }
+        if env.is_shutting_down() {
+            return None;
+        }
+        // notify_one stores a permit when nobody waits, so a push (or a close) between
+        // the check above and here is not lost.
+        match idle {
+            None => cell.notify.notified().await,
+            Some(d) => {
+                if tokio::time::timeout(d, cell.notify.notified())
+                    .await
+                    .is_err()
+                    && entry.close_if(cell, |inbox| inbox.mb.is_empty())
+                {
+                    return None;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The task that moves a subscription's events into its receiver's mailbox, at most
+//! `delivery_window` at a time, holding each refused event and retrying it (the mailbox's hint,
+//! or a backoff from 10 ms doubling to 1 s) so nothing is dropped silently.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use sluice_bus::{Event, EventReceiver, RoutedReceiver};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use super::stats::Shared;
+use crate::call::TellReceipt;
+use crate::id::ActorId;
+use crate::local::Local;
+use crate::message::{Message, Reply};
+
+/// Longest wait between two attempts to deliver one held event.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+
+pub(crate) enum Source {
+    Routed(RoutedReceiver),
+    Broadcast(EventReceiver),
+}
+
+pub(crate) struct Pump {
+    pub local: Weak<Local>,
+    pub shared: Arc<Shared>,
+    pub window: Arc<Semaphore>,
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Pump {
+    pub async fn run(mut self, mut source: Source) {
+        loop {
+            // A slot first: while the window is full the backlog stays in the subscription.
+            let permit = tokio::select! {
+                p = self.window.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                _ = self.stop.changed() => return,
+            };
+            let event = match &mut source {
+                Source::Routed(rx) => tokio::select! {
+                    ev = rx.recv(None) => ev,
+                    _ = self.stop.changed() => return,
+                },
+                Source::Broadcast(rx) => {
+                    let ev = tokio::select! {
+                        ev = rx.recv() => match ev {
+                            Some(ev) => Some(ev),
+                            None => return,
+                        },
+                        _ = self.stop.changed() => return,
+                    };
+                    self.shared.lagged.store(rx.lagged(), Relaxed);
+                    ev
+                }
+            };
+            let Some(event) = event else { continue };
+            if !self.deliver(event, permit).await {
+                return;
+            }
+        }
+    }
+
+    /// Hands `event` to the subscriber's mailbox, holding it through refusals. False when the
+    /// host is gone or shutting down.
+    async fn deliver(&mut self, event: Arc<Event>, permit: OwnedSemaphorePermit) -> bool {
+        let target = self.shared.target.clone();
+        hand_over(
+            &self.local,
+            &self.shared,
+            &mut self.stop,
+            &target,
+            &event,
+            Some(permit),
+            None,
+        )
+        .await
+    }
+}
+
+/// Puts `event` into `target`'s mailbox, holding it through refusals (retried with the
+/// mailbox's hint or a doubling backoff), and counts the outcome. `reply`, if any, rides in
+/// the message so the caller can wait for the turn. False when the host is gone or stopping.
+pub(crate) async fn hand_over(
+    local: &Weak<Local>,
+    sh: &Shared,
+    stop: &mut watch::Receiver<bool>,
+    target: &ActorId,
+    event: &Arc<Event>,
+    window_permit: Option<OwnedSemaphorePermit>,
+    reply: Option<Reply>,
+) -> bool {
+    let sender = event.source.as_deref().and_then(|s| ActorId::parse(s).ok());
+    let mut slot = window_permit;
+    let mut reply = reply;
+    let mut backoff = MIN_BACKOFF;
+    let mut warned = false;
+    loop {
+        let Some(local) = local.upgrade() else {
+            return false;
+        };
+        if local.env.is_shutting_down() {
+            return false;
+        }
+        let deadline = local.env.config.call_timeout().map(|d| Instant::now() + d);
+        let mut make = || Message {
+            msg_type: event.topic.to_string(),
+            payload: event.payload.clone(),
+            sender: sender.clone(),
+            principal: event.principal.clone(),
+            deadline,
+            enqueued: Instant::now(),
+            reply: reply.take(),
+            permit: None,
+            window_permit: slot.take(),
+        };
+        let res = local.deliver(target, false, &mut make);
+        drop(local);
+        match res {
+            Ok(TellReceipt::DroppedNewest) => {
+                sh.count_dropped();
+                return true;
+            }
+            Ok(_) => {
+                sh.delivered.fetch_add(1, Relaxed);
+                sh.m_delivered.increment(1);
+                return true;
+            }
+            Err(e) => {
+                sh.retried.fetch_add(1, Relaxed);
+                sh.m_retried.increment(1);
+                if !warned {
+                    warned = true;
+                    tracing::warn!(target: "sluice.bus", actor = %target,
+                        topic = %event.topic, error = %e,
+                        "bus delivery refused; holding the event and retrying");
+                }
+                let wait = e
+                    .retry_after_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(backoff)
+                    .clamp(MIN_BACKOFF, MAX_BACKOFF);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => return false,
+                }
+            }
+        }
+    }
+}

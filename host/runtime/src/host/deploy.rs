@@ -1,0 +1,70 @@
+//! Deploy without restart: a module compiled (or loaded from the cache) and linked into a new
+//! version of its actor type. Turns in progress finish on the old code; later turns and new
+//! activations use the new one; nothing queued is lost.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::inner::HostInner;
+use crate::actor::cell::InboxState;
+use crate::actor::module::ModuleVersion;
+use crate::bindings::ActorWorldPre;
+use crate::config::ChildSpec;
+use crate::error::LoadError;
+use crate::id::ActorId;
+
+impl HostInner {
+    pub(crate) async fn deploy(&self, spec: ChildSpec, bytes: Vec<u8>) -> Result<u64, LoadError> {
+        spec.validate()?;
+        let strategy = spec.strategy()?;
+        let name = spec.actor_type.clone();
+        let cache = self.cache.clone();
+        let n = name.clone();
+        let component = tokio::task::spawn_blocking(move || cache.load(&n, &bytes))
+            .await
+            .map_err(|e| LoadError::Config(format!("compile task failed: {e}")))??;
+        let link = |e: wasmtime::Error| LoadError::Link {
+            name: name.clone(),
+            reason: format!("{e:#}"),
+        };
+        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
+        let pre = ActorWorldPre::new(pre).map_err(link)?;
+        let config = &self.env.config;
+        let memory_mb = spec.memory_limit_mb.unwrap_or(config.memory_limit_mb);
+        let module = ModuleVersion {
+            version: 1,
+            pre,
+            strategy,
+            init_json: spec.init_json(),
+            memory_limit: (memory_mb as usize) << 20,
+            wasi: Arc::new(spec.wasi.clone()),
+            spec: spec.clone(),
+        };
+        let local = self.local();
+        let (entry, version) = local.registry.insert_or_replace(&name, module);
+        let cap = spec.max_queued.unwrap_or(config.max_queued_per_actor);
+        entry.ty.max_queued.store(cap, Ordering::Relaxed);
+        entry
+            .ty
+            .max_activations
+            .store(spec.max_activations.unwrap_or(0), Ordering::Relaxed);
+        local.admission.note_type_cap(cap);
+        // A stopped actor gets a fresh start with new code; live ones take the new mailbox
+        // bounds now rather than at their next activation (nothing queued is dropped).
+        entry.cells.lock().retain(|_, c| {
+            let mut inbox = c.inbox.lock();
+            inbox.mb.set_limits(spec.mailbox_capacity, strategy);
+            inbox.state != InboxState::Stopped
+        });
+        for key in spec.eager_keys() {
+            let id = ActorId::new(&name, &key).map_err(|e| LoadError::Config(e.to_string()))?;
+            local.cell(&entry, &id, true).map_err(|e| {
+                LoadError::Config(format!(
+                    "cannot start supervised instance {id}: {e} (count must fit max_activations)"
+                ))
+            })?;
+        }
+        tracing::info!(actor_type = %name, version, "module deployed");
+        Ok(version)
+    }
+}

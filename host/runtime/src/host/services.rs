@@ -1,0 +1,149 @@
+//! What guests of this host can ask of it ([`GuestHost`]): tells and asks through the host's
+//! route, timers, the outbox and the bus.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::inner::HostInner;
+use crate::bindings::wit;
+use crate::call::{CallOptions, DeliveryPath, TellReceipt};
+use crate::error::ActorError;
+use crate::guest::GuestHost;
+use crate::id::{ActorId, validate_msg_type};
+use crate::reliable::{self, RuntimeDelivery, outbox_error};
+use crate::timers;
+
+impl HostInner {
+    fn attached_outbox(&self) -> Result<&Arc<sluice_outbox::Outbox>, ActorError> {
+        self.outbox()
+            .ok_or_else(|| ActorError::unavailable("the outbox is not enabled on this host"))
+    }
+
+    /// The relay's (and `dispatch`'s immediate attempt's) way into actors: this host's route.
+    pub(crate) fn delivery(&self) -> RuntimeDelivery {
+        RuntimeDelivery {
+            routes: Arc::downgrade(&self.routes),
+            call_timeout: self.env.config.call_timeout(),
+        }
+    }
+
+    fn check_payload(&self, len: usize) -> Result<(), ActorError> {
+        let max = self.env.config.max_payload_bytes;
+        if len > max {
+            return Err(ActorError::invalid_argument(format!(
+                "payload of {len} bytes exceeds max_payload_bytes={max}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Direct tell first; on any failure store in the outbox.
+    pub(crate) async fn tell_reliable(
+        &self,
+        id: &ActorId,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<DeliveryPath, ActorError> {
+        // Bad input is refused before it can be stored for retrying.
+        validate_msg_type(&msg_type)?;
+        self.check_payload(payload.len())?;
+        let outbox = self.attached_outbox()?;
+        reliable::tell_reliable(&self.routes, outbox, id, msg_type, payload, opts).await
+    }
+}
+
+#[async_trait]
+impl GuestHost for HostInner {
+    async fn tell(
+        &self,
+        to: &str,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<TellReceipt, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.routes.tell(&id, msg_type, payload, opts).await
+    }
+
+    async fn ask(
+        &self,
+        to: &str,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<Vec<u8>, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.routes.ask(&id, msg_type, payload, opts).await
+    }
+
+    fn schedule(
+        &self,
+        me: &ActorId,
+        delay: Duration,
+        msg_type: String,
+        payload: Vec<u8>,
+        principal: Arc<str>,
+    ) -> Result<(), ActorError> {
+        timers::schedule(self.local(), me, delay, msg_type, payload, principal)
+    }
+
+    async fn dispatch(
+        &self,
+        req: wit::DispatchRequest,
+        me: &ActorId,
+        principal: &Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Result<wit::DispatchResult, ActorError> {
+        let msgs =
+            reliable::dispatch_messages(&req, me, principal, self.env.config.max_payload_bytes)?;
+        for m in &msgs {
+            validate_msg_type(&m.msg_type)?;
+        }
+        // Charged as the bytes it sends: one payload per target.
+        let bytes = req.payload.len().saturating_mul(req.targets.len());
+        self.check_ipc(me, principal, bytes)?;
+        let outbox = self.attached_outbox()?;
+        let d = outbox
+            .dispatch(msgs, &self.delivery(), deadline)
+            .await
+            .map_err(outbox_error)?;
+        Ok(wit::DispatchResult {
+            accepted: d.accepted,
+            rejected: d.rejected,
+        })
+    }
+
+    async fn tell_reliable(
+        &self,
+        to: &str,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: CallOptions,
+    ) -> Result<DeliveryPath, ActorError> {
+        let id = ActorId::parse(to)?;
+        HostInner::tell_reliable(self, &id, msg_type, payload, opts).await
+    }
+
+    fn publish(
+        &self,
+        from: &ActorId,
+        principal: &Arc<str>,
+        topic: &str,
+        payload: Vec<u8>,
+    ) -> Result<(), ActorError> {
+        self.bus
+            .publish(Some(from), principal, topic, payload)
+            .map(drop)
+    }
+
+    fn check_ipc(&self, from: &ActorId, principal: &str, bytes: usize) -> Result<(), ActorError> {
+        self.bus.check_ipc(from, principal, bytes)
+    }
+
+    fn system(&self) -> Arc<str> {
+        self.local().system.clone()
+    }
+}
