@@ -420,3 +420,61 @@ async fn messages_stored_before_a_restart_are_delivered_in_order_after_it() {
         "FIFO per receiver, none lost"
     );
 }
+
+/// `outbox.dispatch` in call mode from a turn with a short deadline, to a receiver busy in a
+/// long turn: the immediate attempt gives up at the turn's deadline (it used to wait out the
+/// host's 30 s call timeout, holding the dispatching turn and a limiter permit), the message
+/// stays in the outbox, and the relay delivers it once the receiver is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_mode_dispatch_gives_up_at_the_turns_deadline_and_the_relay_delivers_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host_with(
+        test_config(),
+        vec![
+            (
+                ChildSpec::new("Slow", "slow.wasm").mailbox(4, MailboxStrategy::Error),
+                "slow",
+            ),
+            (ChildSpec::new("Echo", "echo.wasm"), "echo"),
+        ],
+    )
+    .await;
+    let ob = host.attach_outbox(outbox_at(dir.path(), patient()).await);
+    host.tell("Slow/1", "sleep", "3000").await.unwrap();
+    wait_until(T, "Slow/1 busy", || host.inflight_turns() == 1).await;
+
+    // The dispatching turn has 300 ms (the external ask's timeout is its deadline).
+    let t0 = std::time::Instant::now();
+    let req = json!({"targets": ["Slow/1"], "msg_type": "sleep", "payload": "5", "mode": "call"});
+    let _ = host
+        .ask(
+            "Echo/leader",
+            "dispatch",
+            req.to_string(),
+            Duration::from_millis(300),
+        )
+        .await;
+    // Echo/leader answers again as soon as that turn is over: its dispatch returned at the
+    // deadline instead of waiting for Slow/1's 3 s turn.
+    host.ask("Echo/leader", "whoami", "", T).await.unwrap();
+    let turn_over = t0.elapsed();
+    assert!(
+        turn_over < Duration::from_millis(1500),
+        "the dispatching turn was held {turn_over:?} by its immediate attempt"
+    );
+    assert_eq!(
+        pending(&host).await,
+        1,
+        "the undelivered message stays in the outbox"
+    );
+    let h = host.clone();
+    wait_until(T, "the relay to deliver it once Slow/1 is free", || {
+        futures_block(pending(&h)) == 0
+    })
+    .await;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(2900),
+        "delivered only after Slow/1's long turn"
+    );
+    assert!(ob.dlq_list(None, 10).await.unwrap().is_empty());
+}

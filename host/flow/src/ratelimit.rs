@@ -9,9 +9,8 @@
 //! The whole state of a bucket is one [`Window`], packed into a `u64`
 //! (window number in the high 32 bits, bytes used in the low 32), so a
 //! concurrent limiter can keep each bucket in an `AtomicU64` and update it
-//! with a single compare-and-swap ([`Window::try_consume`] is the pure step).
-//! [`RateLimiter`] is the single-threaded limiter built from the same step;
-//! `sluice-bus` has the sharded concurrent one.
+//! with a single compare-and-swap ([`Window::try_consume`] is the pure step);
+//! `sluice-bus`'s `IpcRateLimiter` is that concurrent limiter, sharded by key.
 //!
 //! Keys are `(actor type, principal)`: Alice's flood cannot consume Bob's
 //! budget, and the same principal on two actor types has two budgets.
@@ -210,96 +209,26 @@ impl Window {
     }
 }
 
-/// Single-threaded limiter keyed by (actor type, principal), with lazy pruning.
-#[derive(Debug)]
-pub struct RateLimiter {
-    config: RateLimitConfig,
-    buckets: HashMap<Box<str>, HashMap<Box<str>, Window>>,
-    len: usize,
-    last_prune_ms: u64,
-}
-
-impl RateLimiter {
-    /// An empty limiter.
-    pub fn new(config: RateLimitConfig) -> Self {
-        Self {
-            config,
-            buckets: HashMap::new(),
-            len: 0,
-            last_prune_ms: 0,
-        }
-    }
-
-    /// The quotas in force.
-    pub fn config(&self) -> &RateLimitConfig {
-        &self.config
-    }
-
-    /// Buckets currently held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// No buckets are held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Charges `size` bytes to `(actor_type, principal)` at `now_ms`.
-    pub fn check(
-        &mut self,
-        actor_type: &str,
-        principal: &str,
-        size: usize,
-        now_ms: u64,
-    ) -> Result<(), RateLimitError> {
-        check_payload_size(size)?;
-        self.maybe_prune(now_ms);
-        let quota = self.config.quota_for(principal);
-        let per_type = match self.buckets.get_mut(actor_type) {
-            Some(m) => m,
-            None => self.buckets.entry(actor_type.into()).or_default(),
-        };
-        let window = match per_type.get_mut(principal) {
-            Some(w) => w,
-            None => {
-                self.len += 1;
-                per_type.entry(principal.into()).or_default()
-            }
-        };
-        *window = window.try_consume(now_ms, size, quota)?;
-        Ok(())
-    }
-
-    fn maybe_prune(&mut self, now_ms: u64) {
-        if self.len <= self.config.prune_threshold
-            || now_ms.saturating_sub(self.last_prune_ms) < self.config.prune_interval_ms
-        {
-            return;
-        }
-        self.last_prune_ms = now_ms;
-        let mut len = 0;
-        self.buckets.retain(|_, per_type| {
-            per_type.retain(|_, w| !w.is_stale(now_ms));
-            len += per_type.len();
-            !per_type.is_empty()
-        });
-        self.len = len;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Charges `sizes` to one bucket at `now_ms`, as a limiter would.
+    fn charge(
+        w: Window,
+        now_ms: u64,
+        sizes: &[usize],
+        quota: u64,
+    ) -> Result<Window, RateLimitError> {
+        sizes
+            .iter()
+            .try_fold(w, |w, size| w.try_consume(now_ms, *size, quota))
+    }
+
     #[test]
-    fn alices_flood_does_not_consume_bobs_budget() {
-        let mut rl = RateLimiter::new(RateLimitConfig::default().default_quota(1000));
-        let now = 5_000;
-        for _ in 0..10 {
-            rl.check("svc", "alice", 100, now).unwrap();
-        }
-        let err = rl.check("svc", "alice", 1, now + 250).unwrap_err();
+    fn a_spent_window_refuses_until_the_next_second_with_the_canonical_error() {
+        let w = charge(Window::default(), 5_000, &[100; 10], 1000).unwrap();
+        let err = w.try_consume(5_250, 1, 1000).unwrap_err();
         assert_eq!(
             err,
             RateLimitError::QuotaExceeded {
@@ -312,27 +241,16 @@ mod tests {
             err.to_string(),
             "RESOURCE_EXHAUSTED: ipc rate limit exceeded (retry_after_ms=750)"
         );
-        rl.check("svc", "bob", 1000, now + 250).unwrap();
-    }
-
-    #[test]
-    fn the_same_principal_on_two_actor_types_has_two_budgets() {
-        let mut rl = RateLimiter::new(RateLimitConfig::default().default_quota(1000));
-        rl.check("a", "alice", 1000, 0).unwrap();
-        assert!(rl.check("a", "alice", 1, 0).is_err());
-        rl.check("b", "alice", 1000, 0).unwrap();
-        assert_eq!(rl.len(), 2);
     }
 
     #[test]
     fn the_window_resets_each_second() {
-        let mut rl = RateLimiter::new(RateLimitConfig::default().default_quota(1000));
-        rl.check("a", "p", 1000, 1999).unwrap();
+        let w = Window::default().try_consume(1999, 1000, 1000).unwrap();
         assert_eq!(
-            rl.check("a", "p", 1, 1999).unwrap_err().retry_after_ms(),
+            w.try_consume(1999, 1, 1000).unwrap_err().retry_after_ms(),
             Some(1)
         );
-        rl.check("a", "p", 1000, 2000).unwrap();
+        w.try_consume(2000, 1000, 1000).unwrap();
     }
 
     #[test]
@@ -357,10 +275,11 @@ mod tests {
         let cfg = RateLimitConfig::default()
             .default_quota(100)
             .quota_override("batch", 10_000);
-        let mut rl = RateLimiter::new(cfg);
-        rl.check("a", "batch", 5000, 0).unwrap();
+        Window::default()
+            .try_consume(0, 5000, cfg.quota_for("batch"))
+            .unwrap();
         assert!(matches!(
-            rl.check("a", "other", 101, 0),
+            Window::default().try_consume(0, 101, cfg.quota_for("other")),
             Err(RateLimitError::ExceedsQuota { size: 101, .. })
         ));
     }
@@ -370,11 +289,8 @@ mod tests {
         let cfg = RateLimitConfig::default()
             .default_quota(u64::MAX)
             .quota_override("root", u64::MAX);
-        let mut rl = RateLimiter::new(cfg);
-        rl.check("a", "root", MAX_IPC_PAYLOAD_BYTES, 0).unwrap();
-        let err = rl
-            .check("a", "root", MAX_IPC_PAYLOAD_BYTES + 1, 10_000)
-            .unwrap_err();
+        check_payload_size(MAX_IPC_PAYLOAD_BYTES).unwrap();
+        let err = check_payload_size(MAX_IPC_PAYLOAD_BYTES + 1).unwrap_err();
         assert_eq!(
             err,
             RateLimitError::PayloadTooLarge {
@@ -382,29 +298,7 @@ mod tests {
             }
         );
         assert_eq!(err.code(), "INVALID_ARGUMENT");
-        assert_eq!(rl.config().quota_for("root"), MAX_QUOTA_BYTES_PER_SEC);
-    }
-
-    #[test]
-    fn stale_buckets_are_pruned_lazily() {
-        let cfg = RateLimitConfig {
-            prune_threshold: 10,
-            prune_interval_ms: 60_000,
-            ..RateLimitConfig::default()
-        };
-        let mut rl = RateLimiter::new(cfg);
-        for i in 0..50 {
-            rl.check("a", &format!("p{i}"), 1, 0).unwrap();
-        }
-        // Over the threshold but inside the interval: nothing pruned yet.
-        rl.check("a", "fresh", 1, 59_999).unwrap();
-        assert_eq!(rl.len(), 51);
-        rl.check("a", "fresh2", 1, 60_000).unwrap();
-        assert_eq!(
-            rl.len(),
-            1,
-            "only the bucket charged after the prune remains"
-        );
+        assert_eq!(cfg.quota_for("root"), MAX_QUOTA_BYTES_PER_SEC);
     }
 
     #[test]

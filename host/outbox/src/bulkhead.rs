@@ -49,6 +49,8 @@ pub(crate) struct PartitionMetrics {
     pub delivery_seconds: Histogram,
     pub queue_depth: Gauge,
     pub oldest_age: Gauge,
+    /// Rows the partition's relay claims per cycle now (adaptive, see `batch.rs`).
+    pub batch_size: Gauge,
 }
 
 impl PartitionMetrics {
@@ -69,7 +71,8 @@ impl PartitionMetrics {
             budget_exhausted: metrics::counter!("sluice_outbox_relay_retry_budget_exhausted_total", "partition" => part.clone()),
             delivery_seconds: metrics::histogram!("sluice_outbox_relay_delivery_seconds", "partition" => part.clone()),
             queue_depth: metrics::gauge!("sluice_outbox_queue_depth", "partition" => part.clone()),
-            oldest_age: metrics::gauge!("sluice_outbox_oldest_pending_age_seconds", "partition" => part),
+            oldest_age: metrics::gauge!("sluice_outbox_oldest_pending_age_seconds", "partition" => part.clone()),
+            batch_size: metrics::gauge!("sluice_outbox_relay_batch_size", "partition" => part),
         }
     }
 

@@ -19,7 +19,10 @@ pub struct OutboxConfig {
     /// Idle poll interval of each partition worker, ms. Default 5. Enqueues wake the worker
     /// at once; the poll catches backed-off messages becoming visible.
     pub relay_interval_ms: u64,
-    /// Messages claimed per partition per cycle. Default 20.
+    /// Most messages a partition's relay claims per cycle. The batch adapts below this cap: it
+    /// starts at 16 (or the cap, if smaller), doubles while claims come back full and every
+    /// row was attempted, and halves when claims come back short or rows were left for want
+    /// of a permit (`sluice_outbox_relay_batch_size{partition}` shows it). Default 1000.
     pub relay_batch_size: u32,
     /// Number of partitions (FNV-1a of the receiver id). Default 4. Changing it only affects
     /// rows stored afterwards; existing rows keep their partition.
@@ -47,7 +50,7 @@ impl Default for OutboxConfig {
             retry_policy: RetryPolicy::default(),
             retry_budget: RetryBudgetConfig::default(),
             relay_interval_ms: 5,
-            relay_batch_size: 20,
+            relay_batch_size: 1000,
             partitions: 4,
             lease_ms: 30_000,
             actor_types: Vec::new(),
@@ -135,7 +138,7 @@ impl OutboxConfigBuilder {
         self.0.relay_interval_ms = ms;
         self
     }
-    /// Claim batch size (default 20).
+    /// Cap of the adaptive claim batch (default 1000).
     pub fn relay_batch_size(mut self, n: u32) -> Self {
         self.0.relay_batch_size = n;
         self
@@ -184,7 +187,8 @@ mod tests {
     fn defaults_follow_the_seed() {
         let c = OutboxConfig::default();
         assert_eq!(c.relay_interval_ms, 5);
-        assert_eq!(c.relay_batch_size, 20);
+        // The seed's fixed 20 is now where the adaptive batch starts (16); 1000 is its cap.
+        assert_eq!(c.relay_batch_size, 1000);
         assert_eq!(c.concurrency.initial_limit, 10);
         assert_eq!(c.retry_policy.max_attempts, 5);
         c.validate().unwrap();

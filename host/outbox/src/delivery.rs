@@ -1,18 +1,101 @@
-//! The delivery contract between the outbox and whoever owns the receivers (the runtime).
+//! The delivery contract between the outbox and whoever owns the receivers (the runtime): a
+//! typed [`Envelope`] in, a typed [`DeliveryError`] out. Nothing crosses as text to be parsed.
+
+use std::fmt;
+use std::time::Instant;
 
 use async_trait::async_trait;
+use bytes::Bytes;
+use serde::Deserialize;
 
-use crate::message::OutboxMessage;
+/// How a message counts as delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DispatchMode {
+    /// Delivered once it is in the receiver's mailbox.
+    #[default]
+    Cast,
+    /// Delivered once the receiver's handler returned success; a handler error is retried and,
+    /// after `max_attempts`, dead-lettered.
+    Call,
+}
+
+impl DispatchMode {
+    /// The stored spelling (`cast`, `call`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DispatchMode::Cast => "cast",
+            DispatchMode::Call => "call",
+        }
+    }
+
+    /// The stored spelling back; `None` for anything this crate never writes.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        match s {
+            "cast" => Some(DispatchMode::Cast),
+            "call" => Some(DispatchMode::Call),
+            _ => None,
+        }
+    }
+}
+
+impl TryFrom<String> for DispatchMode {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::from_stored(&s).ok_or_else(|| format!("unknown dispatch mode {s:?} in the store"))
+    }
+}
+
+/// One delivery attempt as the relay, or `dispatch`'s immediate attempt, hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Row id in the store (for logs; ids grow with enqueue order).
+    pub id: i64,
+    /// Receiving actor id, `Type/key`.
+    pub receiver: String,
+    /// Sending actor id; empty when the host itself stored it.
+    pub sender: String,
+    /// Message type.
+    pub msg_type: String,
+    /// Payload, shared with the store's copy (no copy per target or per attempt).
+    pub payload: Bytes,
+    /// How the message counts as delivered.
+    pub mode: DispatchMode,
+    /// Who the work is for; `None` = the host (`system`).
+    pub principal: Option<String>,
+    /// When the attempt must give up. `dispatch` passes the calling turn's deadline, so a
+    /// [`DispatchMode::Call`] attempt waits no longer than the turn may; the relay passes
+    /// `None` (the receiver's host applies its own call timeout). A cast is delivered once it
+    /// is queued, so it must not carry this deadline into the mailbox (it would be skipped
+    /// after the outbox acked it).
+    pub deadline: Option<Instant>,
+    /// 1 for the first attempt, 2 for the first retry, …
+    pub attempt: u32,
+}
+
+/// What is at capacity when a receiver refuses with [`DeliveryError::Capacity`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Exhausted {
+    /// The receiver's mailbox is full.
+    Mailbox,
+    /// Another limit of the receiving host, named by the host (e.g. `activation cap of
+    /// Worker reached`).
+    Host(String),
+    /// The receiver's handler answered `RESOURCE_EXHAUSTED` with a retry hint; its message is
+    /// kept as it gave it.
+    Handler(String),
+}
 
 /// Why a delivery did not happen. The variant decides what the relay does next.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeliveryError {
-    /// The receiver is at capacity (its mailbox is full, or its handler said it is). The
-    /// limiter halves; the message backs off for at least `retry_after_ms`.
-    #[error("RESOURCE_EXHAUSTED: {message} (retry_after_ms={retry_after_ms})")]
+    /// The receiver is at capacity. The limiter halves; the message backs off for at least
+    /// `retry_after_ms`.
+    #[error("{}", CapacityText(exhausted, *retry_after_ms))]
     Capacity {
-        /// What is exhausted, e.g. `mailbox full`.
-        message: String,
+        /// What is exhausted.
+        exhausted: Exhausted,
         /// The receiver's hint: do not try again sooner.
         retry_after_ms: u64,
     },
@@ -26,11 +109,25 @@ pub enum DeliveryError {
     Permanent(String),
 }
 
+/// `RESOURCE_EXHAUSTED: <what> (retry_after_ms=N)`, or a handler's own words.
+struct CapacityText<'a>(&'a Exhausted, u64);
+
+impl fmt::Display for CapacityText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.0 {
+            Exhausted::Handler(message) => return f.write_str(message),
+            Exhausted::Mailbox => "mailbox full",
+            Exhausted::Host(what) => what,
+        };
+        write!(f, "RESOURCE_EXHAUSTED: {what} (retry_after_ms={})", self.1)
+    }
+}
+
 impl DeliveryError {
     /// The receiver's mailbox is full: `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=N)`.
     pub fn mailbox_full(retry_after_ms: u64) -> Self {
         DeliveryError::Capacity {
-            message: "mailbox full".into(),
+            exhausted: Exhausted::Mailbox,
             retry_after_ms,
         }
     }
@@ -46,14 +143,15 @@ impl DeliveryError {
 }
 
 /// Hands one stored message to its receiver. The runtime implements this with a non-blocking
-/// `tell` into the receiver's mailbox; a full `Error`-strategy mailbox maps to
-/// [`DeliveryError::Capacity`].
+/// `tell` into the receiver's mailbox (cast) or an `ask` (call); a full `Error`-strategy
+/// mailbox maps to [`DeliveryError::Capacity`].
 ///
 /// Implementations should return quickly: the relay holds a limiter permit while this runs.
 #[async_trait]
 pub trait Delivery: Send + Sync {
-    /// Deliver `msg`. `Ok` means the receiver has taken responsibility for it (it is acked).
-    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError>;
+    /// Deliver `envelope`. `Ok` means the receiver has taken responsibility for it (it is
+    /// acked).
+    async fn deliver(&self, envelope: Envelope) -> Result<(), DeliveryError>;
 }
 
 #[cfg(test)]
@@ -62,10 +160,32 @@ mod tests {
 
     #[test]
     fn capacity_displays_as_the_canonical_string() {
-        let e = DeliveryError::mailbox_full(250);
         assert_eq!(
-            e.to_string(),
+            DeliveryError::mailbox_full(250).to_string(),
             "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=250)"
         );
+        let host = DeliveryError::Capacity {
+            exhausted: Exhausted::Host("activation cap of Worker reached".into()),
+            retry_after_ms: 40,
+        };
+        assert_eq!(
+            host.to_string(),
+            "RESOURCE_EXHAUSTED: activation cap of Worker reached (retry_after_ms=40)"
+        );
+        let own = "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)";
+        let handler = DeliveryError::Capacity {
+            exhausted: Exhausted::Handler(own.into()),
+            retry_after_ms: 50,
+        };
+        assert_eq!(handler.to_string(), own, "a handler's words are kept");
+        assert_eq!(handler.kind(), "capacity");
+    }
+
+    #[test]
+    fn dispatch_modes_round_trip_through_their_stored_spelling() {
+        for m in [DispatchMode::Cast, DispatchMode::Call] {
+            assert_eq!(DispatchMode::try_from(m.as_str().to_string()), Ok(m));
+        }
+        assert!(DispatchMode::try_from("Cast".to_string()).is_err());
     }
 }

@@ -25,6 +25,14 @@ pub enum Error {
     /// The SQLite store is owned by another open outbox (it keeps claims in its process).
     #[error("outbox store in use: {0}")]
     InUse(String),
+    /// A database URL with a scheme no backend answers to.
+    #[error(
+        "unsupported database URL {0:?}: expected sqlite://PATH (or a plain path) or postgres://…"
+    )]
+    UnsupportedDatabaseUrl(String),
+    /// The URL names a backend this build was compiled without.
+    #[error("this build of sluice-outbox has no {0} backend (enable its `{0}` feature)")]
+    BackendNotCompiled(crate::channel::Backend),
 }
 
 impl Error {
@@ -37,7 +45,9 @@ impl Error {
             | Error::Config(_)
             | Error::InvalidArgument(_)
             | Error::Closed
-            | Error::InUse(_) => false,
+            | Error::InUse(_)
+            | Error::UnsupportedDatabaseUrl(_)
+            | Error::BackendNotCompiled(_) => false,
         }
     }
 }

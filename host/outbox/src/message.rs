@@ -1,7 +1,9 @@
 //! Messages as callers submit them, as they are stored, and the outcomes of storing them.
 
+use bytes::Bytes;
 use serde::Deserialize;
 
+use crate::delivery::DispatchMode;
 use crate::error::{Error, Result};
 
 /// What to do when a message repeats an idempotency key already stored for the same receiver.
@@ -35,6 +37,22 @@ impl Conflict {
             ))),
         }
     }
+
+    /// The stored spelling back; `None` for anything this crate never writes.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        match s {
+            "append" => Some(Conflict::Append),
+            "overwrite" => Some(Conflict::Overwrite),
+            _ => None,
+        }
+    }
+}
+
+impl TryFrom<String> for Conflict {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        Self::from_stored(&s).ok_or_else(|| format!("unknown conflict {s:?} in the store"))
+    }
 }
 
 /// A message to store. Build with [`NewMessage::new`] and the `with_*` setters.
@@ -52,8 +70,11 @@ pub struct NewMessage {
     pub receiver: String,
     /// Message type the receiver's handler sees.
     pub msg_type: String,
-    /// Opaque payload.
-    pub payload: Vec<u8>,
+    /// Opaque payload (shared, not copied, between the targets of a dispatch).
+    pub payload: Bytes,
+    /// Who the work is for (`None` = the host itself); handed to the receiver with every
+    /// delivery.
+    pub principal: Option<String>,
     /// Headers as a JSON object (stored as text).
     pub headers: serde_json::Map<String, serde_json::Value>,
     /// Idempotency key; `None` or empty means none.
@@ -68,13 +89,17 @@ pub struct NewMessage {
     /// Time to live in milliseconds; an expired message is dead-lettered with reason
     /// `expired` and never delivered. `None` = no expiry.
     pub ttl_ms: Option<u64>,
-    /// Delivery mode as the guest gave it (`cast`, ...). Stored, passed through.
-    pub mode: String,
+    /// How the message counts as delivered (default [`DispatchMode::Cast`]).
+    pub mode: DispatchMode,
 }
 
 impl NewMessage {
     /// A message to `receiver` of type `msg_type`, with default scope and no key.
-    pub fn new(receiver: impl Into<String>, msg_type: impl Into<String>, payload: Vec<u8>) -> Self {
+    pub fn new(
+        receiver: impl Into<String>,
+        msg_type: impl Into<String>,
+        payload: impl Into<Bytes>,
+    ) -> Self {
         Self {
             tenant: "default".into(),
             namespace: "default".into(),
@@ -82,14 +107,15 @@ impl NewMessage {
             sender: String::new(),
             receiver: receiver.into(),
             msg_type: msg_type.into(),
-            payload,
+            payload: payload.into(),
+            principal: None,
             headers: serde_json::Map::new(),
             idempotency_key: None,
             conflict: Conflict::Append,
             sequence_number: None,
             delay_ms: 0,
             ttl_ms: None,
-            mode: "cast".into(),
+            mode: DispatchMode::Cast,
         }
     }
 
@@ -132,8 +158,14 @@ impl NewMessage {
     }
 
     /// Set the delivery mode.
-    pub fn with_mode(mut self, mode: impl Into<String>) -> Self {
-        self.mode = mode.into();
+    pub fn with_mode(mut self, mode: DispatchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Set the principal the work is for.
+    pub fn with_principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
         self
     }
 
@@ -198,13 +230,17 @@ pub struct OutboxMessage {
     /// Message type.
     pub msg_type: String,
     /// Payload.
-    pub payload: Vec<u8>,
+    #[sqlx(try_from = "Vec<u8>")]
+    pub payload: Bytes,
+    /// Principal the work is for ('' = the host itself).
+    pub principal: String,
     /// Headers, JSON object text.
     pub headers: String,
     /// Idempotency key ('' = none).
     pub idempotency_key: String,
-    /// `append` or `overwrite`.
-    pub conflict: String,
+    /// Conflict resolution of a repeated key.
+    #[sqlx(try_from = "String")]
+    pub conflict: Conflict,
     /// Sequence number.
     pub sequence_number: i64,
     /// Delivery attempts so far that did not deliver (capacity refusals included).
@@ -230,7 +266,8 @@ pub struct OutboxMessage {
     /// Expiry (ms since epoch); 0 = never.
     pub expires_at: i64,
     /// Delivery mode.
-    pub mode: String,
+    #[sqlx(try_from = "String")]
+    pub mode: DispatchMode,
 }
 
 impl OutboxMessage {

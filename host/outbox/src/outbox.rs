@@ -1,9 +1,8 @@
 //! The `Outbox` facade the runtime holds: store, dispatch, DLQ, stats, and starting the relay.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use rand::SeedableRng;
@@ -11,14 +10,16 @@ use rand::rngs::SmallRng;
 use tokio::sync::Notify;
 
 use crate::bulkhead::{Bulkhead, Partition};
-use crate::channel::{Channel, EnqueueOptions, PostgresChannel, SqliteChannel};
+use crate::channel::{Backend, Channel, EnqueueOptions};
+use crate::clock::{Clock, SystemClock};
 use crate::config::OutboxConfig;
-use crate::delivery::{Delivery, DeliveryError};
+use crate::delivery::{Delivery, DeliveryError, Envelope};
 use crate::error::{Error, Result};
 use crate::message::{
     DeadLetter, DeadLetterOp, DlqSelector, EnqueueOutcome, NewMessage, NewRow, OutboxMessage,
     PartitionStats, Release, Retry, Settlement, actor_type_of, dead_reason,
 };
+use crate::url::DatabaseUrl;
 
 /// Result of [`Outbox::dispatch`]: `accepted + rejected` equals the number of targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,18 +34,13 @@ pub struct DispatchResult {
     pub rejected: u32,
 }
 
-/// Milliseconds since the Unix epoch, the time base of every stored timestamp.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 pub(crate) struct Inner {
     pub channel: Arc<dyn Channel>,
     pub config: OutboxConfig,
     pub partitions: Vec<Partition>,
     pub wakers: Vec<Notify>,
+    /// Every `now` of the outbox (stored timestamps, backoffs, leases) comes from here.
+    pub clock: Arc<dyn Clock>,
     last_seq: AtomicI64,
 }
 
@@ -71,10 +67,58 @@ pub(crate) enum Verdict {
     Expired,
 }
 
+/// What [`Inner::record`] needs of a claimed row once its verdict is in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempted {
+    pub id: i64,
+    pub partition: u32,
+    /// Attempts before this one that did not deliver.
+    pub delivery_count: i64,
+    /// How many of those were capacity refusals.
+    pub refusals: i64,
+}
+
+impl Attempted {
+    pub fn of(m: &OutboxMessage) -> Self {
+        Self {
+            id: m.id,
+            partition: m.partition as u32,
+            delivery_count: m.delivery_count,
+            refusals: m.refusals,
+        }
+    }
+}
+
+/// The envelope of a claimed row, its fields moved out of the row (the relay needs only
+/// [`Attempted`] afterwards).
+pub(crate) fn envelope_of(m: &mut OutboxMessage) -> Envelope {
+    Envelope {
+        id: m.id,
+        receiver: std::mem::take(&mut m.receiver),
+        sender: std::mem::take(&mut m.sender),
+        msg_type: std::mem::take(&mut m.msg_type),
+        payload: std::mem::take(&mut m.payload),
+        mode: m.mode,
+        principal: (!m.principal.is_empty()).then(|| std::mem::take(&mut m.principal)),
+        deadline: None,
+        attempt: u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX),
+    }
+}
+
 impl Outbox {
-    /// An outbox over any channel. Validates `config` and seeds host sequence numbers from the
-    /// store.
+    /// An outbox over any channel, on the wall clock. Validates `config` and seeds host
+    /// sequence numbers from the store.
     pub async fn new(channel: Arc<dyn Channel>, config: OutboxConfig) -> Result<Self> {
+        Self::with_clock(channel, config, Arc::new(SystemClock)).await
+    }
+
+    /// As [`Outbox::new`], with every `now` taken from `clock` (e.g. a
+    /// [`crate::TokioClock`] for tests on paused time).
+    pub async fn with_clock(
+        channel: Arc<dyn Channel>,
+        config: OutboxConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
         config.validate()?;
         let partitions = (0..config.partitions)
             .map(|p| Partition::new(p, &config.concurrency, &config.actor_types))
@@ -87,22 +131,67 @@ impl Outbox {
                 config,
                 partitions,
                 wakers,
+                clock,
                 last_seq,
             }),
         })
     }
 
+    /// Open the outbox `url` names (SQLite file created if missing, Postgres migrated).
+    /// [`Error::BackendNotCompiled`] when this build lacks that backend's feature.
+    pub async fn open(url: &DatabaseUrl, config: OutboxConfig) -> Result<Self> {
+        Self::open_with_clock(url, config, Arc::new(SystemClock)).await
+    }
+
+    /// As [`Outbox::open`], with every `now` taken from `clock`.
+    pub async fn open_with_clock(
+        url: &DatabaseUrl,
+        config: OutboxConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        let channel: Arc<dyn Channel> = match url {
+            #[cfg(feature = "sqlite")]
+            DatabaseUrl::Sqlite(path) => Arc::new(crate::channel::SqliteChannel::open(path).await?),
+            #[cfg(feature = "postgres")]
+            DatabaseUrl::Postgres(url) => {
+                // One connection per relay worker, plus dispatch, stats and DLQ operations.
+                let conns = (config.partitions + 4).min(32);
+                Arc::new(crate::channel::PostgresChannel::open(url, conns).await?)
+            }
+            #[allow(unreachable_patterns)]
+            other => return Err(Error::BackendNotCompiled(other.backend())),
+        };
+        Self::with_clock(channel, config, clock).await
+    }
+
     /// Open (or create) the SQLite outbox file at `path`.
-    pub async fn open_sqlite(path: impl AsRef<Path>, config: OutboxConfig) -> Result<Self> {
-        let ch = SqliteChannel::open(path).await?;
-        Self::new(Arc::new(ch), config).await
+    #[cfg(feature = "sqlite")]
+    pub async fn open_sqlite(
+        path: impl AsRef<std::path::Path>,
+        config: OutboxConfig,
+    ) -> Result<Self> {
+        Self::open(&DatabaseUrl::Sqlite(path.as_ref().into()), config).await
     }
 
     /// Connect to a Postgres outbox.
+    #[cfg(feature = "postgres")]
     pub async fn open_postgres(url: &str, config: OutboxConfig) -> Result<Self> {
-        let conns = (config.partitions + 4).min(32);
-        let ch = PostgresChannel::open(url, conns).await?;
-        Self::new(Arc::new(ch), config).await
+        Self::open(&DatabaseUrl::Postgres(url.into()), config).await
+    }
+
+    /// The backend underneath.
+    pub fn backend(&self) -> Backend {
+        self.inner.channel.backend()
+    }
+
+    /// The clock every `now` of this outbox comes from.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// `now` on this outbox's clock, ms since the Unix epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
     }
 
     /// The channel underneath.
@@ -142,7 +231,7 @@ impl Outbox {
 
     /// Store many messages in one transaction for the relay.
     pub async fn enqueue(&self, msgs: Vec<NewMessage>) -> Result<Vec<EnqueueOutcome>> {
-        let now = now_ms();
+        let now = self.now_ms();
         let rows = self.inner.prepare(msgs, now)?;
         let out = self
             .inner
@@ -165,13 +254,18 @@ impl Outbox {
     /// Targets that could not be delivered now stay stored for the relay. Rows delivered now
     /// are acked, so the relay does not deliver them again. A receiver that already has a
     /// pending message is not attempted now (that would overtake it): it counts as rejected.
+    ///
+    /// `deadline` is the caller's (the dispatching turn's): the immediate attempts give up at
+    /// it, holding their permits no longer, and what they did not deliver stays for the relay.
+    /// It travels in each [`Envelope`]; one already past means no attempt at all.
     pub async fn dispatch(
         &self,
         msgs: Vec<NewMessage>,
         delivery: &dyn Delivery,
+        deadline: Option<Instant>,
     ) -> Result<DispatchResult> {
         let inner = &*self.inner;
-        let now = now_ms();
+        let now = self.now_ms();
         let rows = inner.prepare(msgs, now)?;
         let lease_until = now + inner.config.lease_ms as i64;
         let outcomes = inner
@@ -184,69 +278,101 @@ impl Outbox {
                 },
             )
             .await?;
+        let partitions: Vec<u32> = rows.iter().map(|r| r.partition).collect();
+        let deadline_at = deadline.map(tokio::time::Instant::from_std);
+        let out_of_time = deadline_at.is_some_and(|d| tokio::time::Instant::now() >= d);
 
         let mut result = DispatchResult::default();
         let mut settlement = Settlement::default();
         let mut attempts = Vec::new();
         let mut early_verdicts = Vec::new();
-        for (row, outcome) in rows.iter().zip(&outcomes) {
-            match *outcome {
-                EnqueueOutcome::Inserted { id, claimed: true } if row.send_at > now => {
-                    // Delayed: not due yet, the relay delivers it at send_at.
+        for (row, outcome) in rows.into_iter().zip(outcomes) {
+            let id = match outcome {
+                EnqueueOutcome::Inserted { id, claimed: true } => id,
+                EnqueueOutcome::Inserted { claimed: false, .. } => {
                     result.rejected += 1;
-                    settlement.releases.push(Release {
-                        id,
-                        send_at: row.send_at,
-                    });
+                    continue;
                 }
-                EnqueueOutcome::Inserted { id, claimed: true }
-                    if row.expires_at != 0 && row.expires_at <= now =>
-                {
-                    result.rejected += 1;
-                    let m = row_message(id, row, lease_until);
-                    early_verdicts.push((m, Verdict::Expired));
-                }
-                EnqueueOutcome::Inserted { id, claimed: true } => {
-                    let part = &inner.partitions[row.partition as usize];
-                    let bulkhead = part.bulkhead(actor_type_of(&row.msg.receiver));
-                    match bulkhead.limiter.try_acquire() {
-                        Some(permit) => {
-                            bulkhead.publish_limit();
-                            attempts.push((row_message(id, row, lease_until), permit, bulkhead))
-                        }
-                        None => {
-                            bulkhead.acquire_rejected.increment(1);
-                            result.rejected += 1;
-                            settlement.releases.push(Release { id, send_at: now });
-                        }
-                    }
-                }
-                EnqueueOutcome::Inserted { claimed: false, .. } => result.rejected += 1,
                 EnqueueOutcome::Duplicate
                 | EnqueueOutcome::Replaced { .. }
-                | EnqueueOutcome::Stale => result.accepted += 1,
+                | EnqueueOutcome::Stale => {
+                    result.accepted += 1;
+                    continue;
+                }
+            };
+            let attempted = Attempted {
+                id,
+                partition: row.partition,
+                delivery_count: 0,
+                refusals: 0,
+            };
+            if row.send_at > now {
+                // Delayed: not due yet, the relay delivers it at send_at.
+                result.rejected += 1;
+                settlement.releases.push(Release {
+                    id,
+                    send_at: row.send_at,
+                });
+            } else if row.expires_at != 0 && row.expires_at <= now {
+                result.rejected += 1;
+                early_verdicts.push((attempted, Verdict::Expired));
+            } else if out_of_time {
+                // The caller has no time left to wait on a delivery: the relay makes it.
+                result.rejected += 1;
+                settlement.releases.push(Release { id, send_at: now });
+            } else {
+                let part = &inner.partitions[row.partition as usize];
+                let bulkhead = part.bulkhead(actor_type_of(&row.msg.receiver));
+                match bulkhead.limiter.try_acquire() {
+                    Some(permit) => {
+                        bulkhead.publish_limit();
+                        let m = row.msg;
+                        let envelope = Envelope {
+                            id,
+                            receiver: m.receiver,
+                            sender: m.sender,
+                            msg_type: m.msg_type,
+                            payload: m.payload,
+                            mode: m.mode,
+                            principal: m.principal,
+                            deadline,
+                            attempt: 1,
+                        };
+                        attempts.push((attempted, envelope, permit, bulkhead));
+                    }
+                    None => {
+                        bulkhead.acquire_rejected.increment(1);
+                        result.rejected += 1;
+                        settlement.releases.push(Release { id, send_at: now });
+                    }
+                }
             }
         }
 
-        // Deliver concurrently while every permit is held: the limit bounds this fan-out.
-        let verdicts = join_all(
-            attempts
-                .into_iter()
-                .map(|(m, permit, bulkhead)| async move {
-                    let t0 = Instant::now();
-                    let r = delivery.deliver(&m).await;
-                    let elapsed = t0.elapsed().as_secs_f64();
-                    let verdict = apply_verdict(bulkhead, permit, r);
-                    (m, verdict, elapsed)
-                }),
-        )
+        // Deliver concurrently while every permit is held: the limit bounds this fan-out, and
+        // the caller's deadline bounds how long the permits are held.
+        let verdicts = join_all(attempts.into_iter().map(
+            |(attempted, envelope, permit, bulkhead)| async move {
+                let t0 = Instant::now();
+                let attempt = delivery.deliver(envelope);
+                let r = match deadline_at {
+                    Some(d) => tokio::time::timeout_at(d, attempt)
+                        .await
+                        .unwrap_or_else(|_| Err(DeliveryError::Transient(DEADLINE_PASSED.into()))),
+                    None => attempt.await,
+                };
+                let elapsed = t0.elapsed().as_secs_f64();
+                let verdict = apply_verdict(bulkhead, permit, r);
+                (attempted, verdict, elapsed)
+            },
+        ))
         .await;
 
         let mut rng = SmallRng::from_rng(&mut rand::rng());
         for (m, verdict) in early_verdicts {
-            inner.record(&m, verdict, now, &mut rng, &mut settlement);
+            inner.record(m, verdict, now, &mut rng, &mut settlement);
         }
-        let now = now_ms();
+        let now = self.now_ms();
         for (m, verdict, elapsed) in verdicts {
             let part = &inner.partitions[m.partition as usize];
             part.metrics.delivery_seconds.record(elapsed);
@@ -255,10 +381,10 @@ impl Outbox {
             } else {
                 result.rejected += 1;
             }
-            inner.record(&m, verdict, now, &mut rng, &mut settlement);
+            inner.record(m, verdict, now, &mut rng, &mut settlement);
         }
         inner.channel.settle(&settlement, now).await?;
-        inner.wake(rows.iter().map(|r| r.partition));
+        inner.wake(partitions);
         metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "accepted")
             .increment(u64::from(result.accepted));
         metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "rejected")
@@ -268,7 +394,7 @@ impl Outbox {
 
     /// Depth and oldest-pending age of every partition (zeros for empty ones).
     pub async fn stats(&self) -> Result<Vec<PartitionStats>> {
-        let found = self.inner.channel.stats(now_ms()).await?;
+        let found = self.inner.channel.stats(self.now_ms()).await?;
         Ok((0..self.inner.config.partitions)
             .map(|p| {
                 found
@@ -285,12 +411,19 @@ impl Outbox {
 
     /// Dead letters, oldest first (optionally of one receiver), at most `limit`.
     pub async fn dlq_list(&self, receiver: Option<&str>, limit: u32) -> Result<Vec<DeadLetter>> {
-        self.inner.channel.dlq_list(receiver, limit, now_ms()).await
+        self.inner
+            .channel
+            .dlq_list(receiver, limit, self.now_ms())
+            .await
     }
 
     /// Replay dead letters: delivery count reset, visible now, expiry cleared. Returns how many.
     pub async fn dlq_replay(&self, selector: DlqSelector) -> Result<u64> {
-        let n = self.inner.channel.dlq_replay(&selector, now_ms()).await?;
+        let n = self
+            .inner
+            .channel
+            .dlq_replay(&selector, self.now_ms())
+            .await?;
         self.inner.wake(0..self.inner.config.partitions);
         Ok(n)
     }
@@ -300,6 +433,11 @@ impl Outbox {
         self.inner.channel.dlq_purge(&selector).await
     }
 }
+
+/// What an immediate attempt that outlived its caller's deadline records (a transient
+/// failure: it backs off and the relay delivers it).
+const DEADLINE_PASSED: &str =
+    "DEADLINE_EXCEEDED: the dispatching turn's deadline passed during the immediate attempt";
 
 /// Settle the permit with the verdict of one delivery.
 pub(crate) fn apply_verdict(
@@ -326,37 +464,6 @@ pub(crate) fn apply_verdict(
     };
     bulkhead.publish_limit();
     v
-}
-
-fn row_message(id: i64, row: &NewRow, claimed_until: i64) -> OutboxMessage {
-    let m = &row.msg;
-    OutboxMessage {
-        id,
-        tenant: m.tenant.clone(),
-        namespace: m.namespace.clone(),
-        channel: m.channel.clone(),
-        partition: i64::from(row.partition),
-        sender: m.sender.clone(),
-        receiver: m.receiver.clone(),
-        receiver_type: actor_type_of(&m.receiver).to_string(),
-        msg_type: m.msg_type.clone(),
-        payload: m.payload.clone(),
-        headers: row.headers_json.clone(),
-        idempotency_key: m.key().to_string(),
-        conflict: m.conflict.as_str().to_string(),
-        sequence_number: row.sequence_number,
-        delivery_count: 0,
-        refusals: 0,
-        send_at: row.send_at,
-        created_at: row.created_at,
-        claimed_until,
-        acked: false,
-        dead_lettered: false,
-        dead_reason: None,
-        last_error: None,
-        expires_at: row.expires_at,
-        mode: m.mode.clone(),
-    }
 }
 
 impl Inner {
@@ -415,7 +522,7 @@ impl Inner {
     /// Turn one verdict into a settlement entry and metrics.
     pub fn record(
         &self,
-        m: &OutboxMessage,
+        m: Attempted,
         verdict: Verdict,
         now: i64,
         rng: &mut SmallRng,
@@ -488,7 +595,7 @@ impl Inner {
                             dead_reason::MAX_ATTEMPTS
                         };
                         metrics.dead(reason).increment(1);
-                        tracing::warn!(id = m.id, receiver = %m.receiver, attempt, reason, error = %text,
+                        tracing::warn!(id = m.id, partition = m.partition, attempt, reason, error = %text,
                             "outbox message dead-lettered");
                         s.dead.push(DeadLetterOp {
                             id: m.id,

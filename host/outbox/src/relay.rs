@@ -21,9 +21,10 @@ use sluice_flow::backoff::RetryBudget;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::batch::BatchSize;
 use crate::delivery::Delivery;
 use crate::message::{OutboxMessage, Release, Settlement};
-use crate::outbox::{Inner, Outbox, Verdict, apply_verdict, now_ms};
+use crate::outbox::{Attempted, Inner, Outbox, Verdict, apply_verdict, envelope_of};
 
 /// Running relay workers. [`RelayHandle::shutdown`] stops them and waits; dropping the handle
 /// also stops them (at their next idle point) but does not wait.
@@ -81,13 +82,10 @@ impl Outbox {
     }
 }
 
-/// How often a worker deletes acked rows past `acked_retention_ms`, and how many at most per
-/// pass (one bounded statement, so the single SQLite writer is never held for long).
-const COMPACT_EVERY: Duration = Duration::from_secs(30);
+/// How often a worker deletes acked rows past `acked_retention_ms` (ms), and how many at most
+/// per pass (one bounded statement, so the single SQLite writer is never held for long).
+const COMPACT_EVERY_MS: i64 = 30_000;
 const COMPACT_LIMIT: u32 = 10_000;
-/// Longest a relay keeps claiming from its low-water mark before one claim scans its whole
-/// partition again.
-const LOW_WATER_RESET: Duration = Duration::from_secs(1);
 
 struct Worker {
     inner: Arc<Inner>,
@@ -100,42 +98,37 @@ struct Worker {
 impl Worker {
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let cfg = &self.inner.config;
+        let clock = self.inner.clock.clone();
         let interval = Duration::from_millis(cfg.relay_interval_ms);
-        let stats_every = Duration::from_millis(cfg.stats_interval_ms.max(1));
-        let batch_size = cfg.relay_batch_size;
+        let stats_every = cfg.stats_interval_ms.max(1) as i64;
+        let mut batch_size = BatchSize::new(cfg.relay_batch_size);
         let lease = cfg.lease_ms as i64;
         let retention = cfg.acked_retention_ms as i64;
-        let mut next_stats = Instant::now();
-        let mut next_compact = Instant::now() + COMPACT_EVERY;
-        let mut low_water: i64 = 0;
-        let mut last_full_scan = Instant::now();
+        let start = clock.now_ms();
+        let mut next_stats = start;
+        let mut next_compact = start + COMPACT_EVERY_MS;
         let p = self.partition;
+        let inner = self.inner.clone();
+        let metrics = &inner.partitions[p as usize].metrics;
+        metrics.batch_size.set(f64::from(batch_size.get()));
         loop {
             if *stop.borrow() {
                 break;
             }
             let mut busy = false;
-            let claimed = self
-                .inner
-                .channel
-                .claim(p, batch_size, now_ms(), lease, low_water)
-                .await;
+            let now = clock.now_ms();
+            let asked = batch_size.get();
+            let claimed = self.inner.channel.claim(p, asked, now, lease).await;
             match claimed {
                 Ok(batch) => {
-                    busy = batch.len() as u32 >= batch_size;
-                    // Low-water mark: while batches come back full, the next claim starts at
-                    // this batch's first id (its unsettled rows stay at or above it). A short
-                    // batch, or a second since the last full scan, resets it to 0, so rows
-                    // below the mark (backing off, delayed, replayed) wait at most that long.
-                    if busy && last_full_scan.elapsed() < LOW_WATER_RESET {
-                        low_water = batch.first().map_or(0, |m| m.id);
-                    } else {
-                        low_water = 0;
-                        last_full_scan = Instant::now();
-                    }
+                    let claimed = batch.len() as u32;
+                    let full = claimed >= asked;
+                    let mut unattempted = 0;
                     if !batch.is_empty() {
-                        let settlement = self.process(batch).await;
-                        if let Err(e) = self.inner.channel.settle(&settlement, now_ms()).await {
+                        let settlement;
+                        (settlement, unattempted) = self.process(batch, now + lease).await;
+                        if let Err(e) = self.inner.channel.settle(&settlement, clock.now_ms()).await
+                        {
                             // The rows stay claimed and reappear after their lease: at least once.
                             tracing::error!(partition = p, error = %e, "outbox settle failed");
                             self.inner.partitions[p as usize]
@@ -144,6 +137,12 @@ impl Worker {
                                 .increment(1);
                         }
                     }
+                    // Straight on while there is a backlog the receivers keep up with; rows
+                    // left for want of permits wait for the next interval instead of being
+                    // claimed again at once.
+                    busy = full && unattempted == 0;
+                    batch_size.on_cycle(claimed, unattempted);
+                    metrics.batch_size.set(f64::from(batch_size.get()));
                 }
                 Err(e) => {
                     tracing::warn!(partition = p, error = %e, transient = e.is_transient(), "outbox claim failed");
@@ -153,13 +152,14 @@ impl Worker {
                         .increment(1);
                 }
             }
-            if Instant::now() >= next_stats {
-                next_stats = Instant::now() + stats_every;
-                self.publish_stats().await;
+            let now = clock.now_ms();
+            if now >= next_stats {
+                next_stats = now + stats_every;
+                self.publish_stats(now).await;
             }
-            if retention > 0 && Instant::now() >= next_compact {
-                next_compact = Instant::now() + COMPACT_EVERY;
-                let before = now_ms() - retention;
+            if retention > 0 && now >= next_compact {
+                next_compact = now + COMPACT_EVERY_MS;
+                let before = now - retention;
                 match self.inner.channel.compact(p, before, COMPACT_LIMIT).await {
                     Ok(n) if n > 0 => {
                         tracing::debug!(partition = p, deleted = n, "outbox compacted")
@@ -178,38 +178,51 @@ impl Worker {
                 _ = stop.changed() => break,
             }
         }
+        if let Err(e) = self.inner.channel.release(p).await {
+            tracing::warn!(partition = p, error = %e, "outbox partition release failed");
+        }
     }
 
-    async fn publish_stats(&self) {
+    async fn publish_stats(&self, now: i64) {
         let p = self.partition;
         let m = &self.inner.partitions[p as usize].metrics;
-        if let Ok(s) = self.inner.channel.partition_stats(p, now_ms()).await {
+        if let Ok(s) = self.inner.channel.partition_stats(p, now).await {
             m.queue_depth.set(s.depth as f64);
             m.oldest_age.set(s.oldest_pending_age_ms as f64 / 1000.0);
         }
     }
 
-    async fn process(&mut self, batch: Vec<OutboxMessage>) -> Settlement {
-        let now = now_ms();
+    /// Deliver one claimed batch (leased until `lease_end`). Returns the verdicts, and how
+    /// many rows were left unattempted for want of a permit or of lease time.
+    async fn process(&mut self, batch: Vec<OutboxMessage>, lease_end: i64) -> (Settlement, u32) {
+        let now = self.inner.clock.now_ms();
         let inner = &*self.inner;
         let part = &inner.partitions[self.partition as usize];
         let policy = inner.config.retry_policy;
         let mut settlement = Settlement::default();
 
         // Group by receiver, keeping id order within and first-seen order across groups.
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        let mut groups: Vec<Vec<&OutboxMessage>> = Vec::new();
-        for m in &batch {
-            let i = *index.entry(m.receiver.as_str()).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut groups: Vec<Vec<OutboxMessage>> = Vec::new();
+        for m in batch {
+            let i = match index.get(m.receiver.as_str()) {
+                Some(i) => *i,
+                None => {
+                    index.insert(m.receiver.clone(), groups.len());
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                }
+            };
             groups[i].push(m);
         }
 
+        // No delivery starts in the last quarter of the lease: a row still being delivered when
+        // its lease ends could be claimed again (by another host on Postgres) and delivered
+        // twice at once, or overtaken. Later rows of a long chain go back to the store.
+        let give_up_at = lease_end - (lease_end - now) / 4;
         let mut chains = Vec::with_capacity(groups.len());
         for group in groups {
-            let head = group[0];
+            let head = &group[0];
             // Retrying a failure needs budget; re-offering after capacity refusals is paced
             // by the limiter and the receiver's hints instead.
             if head.delivery_count > head.refusals && !self.budget.try_retry(now as u64) {
@@ -241,53 +254,73 @@ impl Worker {
                 group,
                 &*self.delivery,
                 now,
+                give_up_at,
             ));
         }
         let results = join_all(chains).await;
-        let now = now_ms();
-        for (m, verdict) in results.into_iter().flatten() {
-            inner.record(m, verdict, now, &mut self.rng, &mut settlement);
+        let now = inner.clock.now_ms();
+        let mut unattempted = 0;
+        for (chain, starved) in results {
+            unattempted += starved;
+            for (m, verdict) in chain {
+                inner.record(m, verdict, now, &mut self.rng, &mut settlement);
+            }
         }
-        settlement
+        (settlement, unattempted)
     }
 }
 
 /// Deliver one receiver's claimed rows in order; stop at the first row that is not delivered.
-async fn deliver_chain<'a>(
-    inner: &'a Inner,
+/// Also returns how many rows were left for want of a permit or of lease time (`give_up_at`).
+async fn deliver_chain(
+    inner: &Inner,
     partition: u32,
-    group: Vec<&'a OutboxMessage>,
-    delivery: &'a dyn Delivery,
+    group: Vec<OutboxMessage>,
+    delivery: &dyn Delivery,
     now: i64,
-) -> Vec<(&'a OutboxMessage, Verdict)> {
+    give_up_at: i64,
+) -> (Vec<(Attempted, Verdict)>, u32) {
     let part = &inner.partitions[partition as usize];
     let bulkhead = part.bulkhead(&group[0].receiver_type);
     let mut out = Vec::with_capacity(group.len());
     let mut stopped = false;
-    for m in group {
+    let mut starved = false;
+    let mut unattempted = 0;
+    for (i, mut m) in group.into_iter().enumerate() {
+        let attempted = Attempted::of(&m);
         if stopped {
-            out.push((m, Verdict::NotAttempted));
+            unattempted += u32::from(starved);
+            out.push((attempted, Verdict::NotAttempted));
             continue;
         }
         if m.is_expired(now) {
-            out.push((m, Verdict::Expired));
+            out.push((attempted, Verdict::Expired));
+            continue;
+        }
+        // The first row's check is free (`now` is when the batch was claimed).
+        if i > 0 && inner.clock.now_ms() >= give_up_at {
+            (stopped, starved) = (true, true);
+            unattempted += 1;
+            out.push((attempted, Verdict::NotAttempted));
             continue;
         }
         let Some(permit) = bulkhead.limiter.try_acquire() else {
             bulkhead.acquire_rejected.increment(1);
-            stopped = true;
-            out.push((m, Verdict::NotAttempted));
+            (stopped, starved) = (true, true);
+            unattempted += 1;
+            out.push((attempted, Verdict::NotAttempted));
             continue;
         };
         bulkhead.publish_limit();
+        let envelope = envelope_of(&mut m);
         let t0 = Instant::now();
-        let r = delivery.deliver(m).await;
+        let r = delivery.deliver(envelope).await;
         part.metrics
             .delivery_seconds
             .record(t0.elapsed().as_secs_f64());
         let verdict = apply_verdict(bulkhead, permit, r);
         stopped = !matches!(verdict, Verdict::Delivered);
-        out.push((m, verdict));
+        out.push((attempted, verdict));
     }
-    out
+    (out, unattempted)
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_outbox::{Delivery, DeliveryError, NewMessage, Outbox, OutboxConfig, OutboxMessage};
+use sluice_outbox::{Delivery, DeliveryError, Envelope, NewMessage, Outbox, OutboxConfig};
 
 const N: usize = 100_000;
 const PARTITIONS: u32 = 4;
@@ -23,7 +23,7 @@ struct LogReceiver(Mutex<std::fs::File>);
 
 #[async_trait]
 impl Delivery for LogReceiver {
-    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError> {
+    async fn deliver(&self, msg: Envelope) -> Result<(), DeliveryError> {
         // One write(2) per delivery, before the ack: the log over-approximates deliveries.
         let line = format!("{}\n", msg.id);
         self.0

@@ -1,13 +1,13 @@
 //! Every outbox semantic against a real Postgres (a fresh database per test, created on the
-//! server named by `SLUICE_TEST_POSTGRES_URL`; start one with `eval "$(scripts/postgres.sh)"`).
+//! server named by `SLUICE_TEST_POSTGRES_URL`; start one with `eval "$(scripts/postgres.sh)"`;
+//! without it these tests fail). The bodies run on paused tokio time, as on SQLite.
 mod common;
 use common::{Store, bodies};
 
 macro_rules! on_postgres { ($($name:ident),* $(,)?) => { $(
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn $name() {
-        let Some(store) = Store::postgres().await else { return };
-        bodies::$name(store).await
+        bodies::$name(Store::postgres().await).await
     }
 )* } }
 
@@ -34,6 +34,7 @@ on_postgres!(
     compaction_deletes_only_acked_rows_past_retention,
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
+    dispatch_gives_up_at_the_callers_deadline,
 );
 
 /// Two hosts (two `Outbox`es, two pools) relay the same partitions of one Postgres: no message
@@ -42,9 +43,7 @@ on_postgres!(
 async fn two_relays_on_one_postgres_never_double_deliver_concurrently() {
     use std::sync::Arc;
     use std::time::Duration;
-    let Some(store) = Store::postgres().await else {
-        return;
-    };
+    let store = Store::postgres().await;
     let config = common::fast_config()
         .partitions(2)
         .relay_batch_size(50)
@@ -90,4 +89,161 @@ async fn two_relays_on_one_postgres_never_double_deliver_concurrently() {
         let want: Vec<Vec<u8>> = (0..30).map(|i| format!("{i:05}").into_bytes()).collect();
         assert_eq!(got, want, "FIFO for W/{w} across two relays");
     }
+}
+
+/// A chain of slow deliveries to one receiver outlasts its claim's lease. The relay starts no
+/// delivery in the last quarter of a lease and gives the rest back, so a second host claiming
+/// after the lease never delivers a row the first is still working through: each message
+/// once, in order, never two at a time. (Paused time: each delivery takes 150 ms of it.)
+#[tokio::test(start_paused = true)]
+async fn a_chain_longer_than_its_lease_is_never_delivered_twice_by_two_relays() {
+    use common::Answer;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(1)
+        .lease_ms(400)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let rx = common::TestReceiver::new();
+    rx.script("R/1", (0..6).map(|_| Answer::Stall(150)));
+    let msgs = (0..6)
+        .map(|i| sluice_outbox::NewMessage::new("R/1", "job", format!("m{i}").into_bytes()))
+        .collect();
+    host_a.enqueue(msgs).await.unwrap();
+    let relay_a = host_a.start_relay(Arc::new(rx.clone()));
+    let relay_b = host_b.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("all six", Duration::from_secs(60), |r| {
+        r.delivered_count() >= 6
+    })
+    .await;
+    // Once every row is acked no relay can claim one again, and shutting the relays down
+    // waits for any delivery still in flight.
+    common::eventually("all acked", Duration::from_secs(60), || async {
+        host_a.stats().await.unwrap()[0].depth == 0
+    })
+    .await;
+    relay_a.shutdown().await;
+    relay_b.shutdown().await;
+    let got: Vec<String> = rx
+        .seen()
+        .into_iter()
+        .map(|s| String::from_utf8(s.payload).unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        ["m0", "m1", "m2", "m3", "m4", "m5"],
+        "once each, in order"
+    );
+    assert_eq!(
+        rx.concurrent_same_id
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+/// One host relays a partition at a time: rows claimed by a host that died are delivered by
+/// another once the dead host's partition lease ends (not before), and a host that stops its
+/// relay gives the partition up at once.
+#[tokio::test(start_paused = true)]
+async fn another_host_takes_a_partition_over_after_the_lease_or_at_once_when_released() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(1)
+        .lease_ms(800)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let msg = |p: &str| sluice_outbox::NewMessage::new("W/1", "job", p.as_bytes().to_vec());
+    host_a.store(msg("m0")).await.unwrap();
+    // Host A claims it and dies without settling.
+    let t0 = tokio::time::Instant::now();
+    let claimed = host_a
+        .channel()
+        .claim(0, 10, host_a.now_ms(), 800)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let rx = common::TestReceiver::new();
+    let relay_b = host_b.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("m0 via host B", Duration::from_secs(30), |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    assert!(
+        rx.seen()[0].at - t0 >= Duration::from_millis(800),
+        "host B delivered before host A's lease ended"
+    );
+    // B stops relaying and gives the partition up: A takes it over at once.
+    relay_b.shutdown().await;
+    let relay_a = host_a.start_relay(Arc::new(rx.clone()));
+    let t1 = tokio::time::Instant::now();
+    host_b.store(msg("m1")).await.unwrap();
+    rx.wait_for("m1 via host A", Duration::from_secs(30), |r| {
+        r.delivered_count() == 2
+    })
+    .await;
+    assert!(
+        rx.seen()[1].at - t1 < Duration::from_millis(400),
+        "host A waited for a lease host B had given up"
+    );
+    relay_a.shutdown().await;
+    let got: Vec<Vec<u8>> = rx.delivered().into_iter().map(|s| s.payload).collect();
+    assert_eq!(got, [b"m0".to_vec(), b"m1".to_vec()]);
+}
+
+/// A relay's claims live in its host, so another host's OVERWRITE can replace a row the relay
+/// is delivering. The relay's settlement then leaves the row alone (it is not the version it
+/// claimed): the new content stays pending and is delivered, so the last write still wins.
+#[tokio::test(start_paused = true)]
+async fn an_overwrite_from_another_host_behind_a_claim_is_still_delivered() {
+    use sluice_outbox::message::Settlement;
+    use sluice_outbox::{Conflict, EnqueueOutcome, NewMessage};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config().partitions(1).build().unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let hb = |p: &str| {
+        NewMessage::new("Leader/1", "hb", p.as_bytes().to_vec()).with_key("hb", Conflict::Overwrite)
+    };
+    let EnqueueOutcome::Inserted { id, .. } = host_a.store(hb("beat1")).await.unwrap() else {
+        panic!("beat1 not stored")
+    };
+    let now = host_a.now_ms();
+    let claimed = host_a.channel().claim(0, 10, now, 30_000).await.unwrap();
+    assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), [id]);
+    // Host B cannot see A's claim: it replaces the row in place.
+    assert_eq!(
+        host_b.store(hb("beat2")).await.unwrap(),
+        EnqueueOutcome::Replaced { id }
+    );
+    // A delivered beat1 and acks the row it claimed: that version is gone, nothing is acked.
+    let ack = Settlement {
+        acks: vec![id],
+        ..Default::default()
+    };
+    host_a.channel().settle(&ack, now).await.unwrap();
+    let row = host_a.channel().get(id).await.unwrap().unwrap();
+    assert!(
+        !row.acked,
+        "the overwritten row was acked: beat2 would be lost"
+    );
+    assert_eq!(&row.payload[..], b"beat2");
+    let rx = common::TestReceiver::new();
+    let relay = host_a.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("beat2", Duration::from_secs(30), |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(rx.delivered()[0].payload, b"beat2");
+    assert!(host_a.channel().get(id).await.unwrap().unwrap().acked);
 }

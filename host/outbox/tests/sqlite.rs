@@ -1,9 +1,11 @@
-//! Every outbox semantic against a real SQLite file in a temp dir.
+//! Every outbox semantic against a real SQLite file in a temp dir, on paused tokio time: the
+//! outbox's clock is tokio's, so backoffs, leases, delays and TTLs pass as fast as the runtime
+//! can auto-advance (no test sleeps for them).
 mod common;
-use common::{Store, bodies};
+use common::{Store, StoreKind, bodies};
 
 macro_rules! on_sqlite { ($($name:ident),* $(,)?) => { $(
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn $name() { bodies::$name(Store::sqlite()).await }
 )* } }
 
@@ -30,6 +32,7 @@ on_sqlite!(
     compaction_deletes_only_acked_rows_past_retention,
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
+    dispatch_gives_up_at_the_callers_deadline,
 );
 
 /// The SQLite store keeps claims in its process, so a second opener (another host on the same
@@ -38,7 +41,7 @@ on_sqlite!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_owner_of_the_sqlite_file_is_refused() {
     let store = Store::sqlite();
-    let Store::Sqlite(dir) = &store else {
+    let StoreKind::Sqlite(dir) = &store.kind else {
         unreachable!()
     };
     let path = dir.path().join("outbox.db");

@@ -199,6 +199,16 @@ impl ActorError {
         matches!(self.detail, Detail::Verbatim(_))
     }
 
+    /// What this host says went wrong, without the code or the hints: for a refusal by a
+    /// limit, what is exhausted (`mailbox full`). `None` for a message that came whole from
+    /// elsewhere (see [`Self::is_verbatim`]), which has no separate detail.
+    pub fn detail(&self) -> Option<&str> {
+        match &self.detail {
+            Detail::Canonical(d) => Some(d),
+            Detail::Verbatim(_) => None,
+        }
+    }
+
     /// Whether the outbox relay should treat this as a capacity signal (AIMD halves).
     pub fn is_capacity(&self) -> bool {
         self.code == ErrorCode::ResourceExhausted && self.retry_after_ms.is_some()

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sluice_bus::SYSTEM_PRINCIPAL;
-use sluice_outbox::{Conflict, Delivery, DeliveryError, NewMessage, OutboxMessage};
+use sluice_outbox::{
+    Conflict, Delivery, DeliveryError, DispatchMode, Envelope, Exhausted, NewMessage,
+};
 
 use crate::bindings::wit;
 use crate::call::{CallOptions, DeliveryPath, TellReceipt};
@@ -25,25 +27,21 @@ pub(crate) struct RuntimeDelivery {
     pub call_timeout: Option<Duration>,
 }
 
-/// What is exhausted, from an error's text: `RESOURCE_EXHAUSTED: queue busy
-/// (retry_after_ms=50)` → `queue busy` (the capacity error puts the code and hint back).
-fn capacity_message(text: &str) -> String {
-    let body = text.strip_prefix("RESOURCE_EXHAUSTED: ").unwrap_or(text);
-    let body = match body.rfind(" (retry_after_ms=") {
-        Some(i) if body.ends_with(')') => &body[..i],
-        _ => body,
-    };
-    body.to_string()
-}
+/// How long a relayed `call` waits for the handler when the host has no `call_timeout_ms`.
+const RELAYED_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// An `ActorError` as the relay's typed verdict. A capacity refusal keeps its structure: what
+/// the host says is exhausted (its detail, never re-read from the rendered text), or a
+/// handler's own message as it gave it.
 fn classify(e: ActorError) -> DeliveryError {
-    if let Some(ms) = e
-        .retry_after_ms
-        .filter(|_| e.code == ErrorCode::ResourceExhausted)
-    {
+    if let Some(retry_after_ms) = e.retry_after_ms.filter(|_| e.is_capacity()) {
+        let exhausted = match e.detail() {
+            Some(what) => Exhausted::Host(what.to_string()),
+            None => Exhausted::Handler(e.to_string()),
+        };
         return DeliveryError::Capacity {
-            message: capacity_message(&e.to_string()),
-            retry_after_ms: ms,
+            exhausted,
+            retry_after_ms,
         };
     }
     match e.code {
@@ -60,37 +58,41 @@ fn classify(e: ActorError) -> DeliveryError {
 
 #[async_trait]
 impl Delivery for RuntimeDelivery {
-    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError> {
+    async fn deliver(&self, env: Envelope) -> Result<(), DeliveryError> {
         let Some(routes) = self.routes.upgrade() else {
             return Err(DeliveryError::Transient("host shut down".into()));
         };
         let to =
-            ActorId::parse(&msg.receiver).map_err(|e| DeliveryError::Permanent(e.to_string()))?;
+            ActorId::parse(&env.receiver).map_err(|e| DeliveryError::Permanent(e.to_string()))?;
         // Relayed deliveries are internal: admission caps never refuse them.
-        let opts = CallOptions {
+        let mut opts = CallOptions {
             deadline: None,
-            principal: principal_of(&msg.headers).map(Arc::from),
-            sender: ActorId::parse(&msg.sender).ok(),
+            principal: env.principal.map(Arc::from),
+            sender: ActorId::parse(&env.sender).ok(),
             internal: true,
         };
-        if msg.mode == "call" {
-            let mut opts = opts;
-            opts.deadline =
-                Some(Instant::now() + self.call_timeout.unwrap_or(Duration::from_secs(30)));
-            return routes
-                .ask(&to, msg.msg_type.clone(), msg.payload.clone(), opts)
-                .await
-                .map(drop)
-                .map_err(classify);
-        }
-        match routes
-            .tell(&to, msg.msg_type.clone(), msg.payload.clone(), opts)
-            .await
-        {
-            Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
-            // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
-            Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
-            Err(e) => Err(classify(e)),
+        let payload: Vec<u8> = env.payload.into();
+        match env.mode {
+            DispatchMode::Call => {
+                // The dispatching turn's deadline when there is one (what is left of its
+                // budget); the relay's own attempts get the host's call timeout.
+                opts.deadline = Some(env.deadline.unwrap_or_else(|| {
+                    Instant::now() + self.call_timeout.unwrap_or(RELAYED_CALL_TIMEOUT)
+                }));
+                routes
+                    .ask(&to, env.msg_type, payload, opts)
+                    .await
+                    .map(drop)
+                    .map_err(classify)
+            }
+            // Delivered once queued: no deadline rides along (a queued message past it would
+            // be skipped after the outbox acked it).
+            DispatchMode::Cast => match routes.tell(&to, env.msg_type, payload, opts).await {
+                Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
+                // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
+                Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
+                Err(e) => Err(classify(e)),
+            },
         }
     }
 }
@@ -122,7 +124,7 @@ pub(crate) async fn tell_reliable(
         m = m.with_sender(s.to_string());
     }
     if let Some(p) = opts.principal.as_deref().filter(|p| *p != SYSTEM_PRINCIPAL) {
-        m.headers.insert("principal".into(), p.into());
+        m = m.with_principal(p);
     }
     match outbox.store(m).await {
         Ok(_) => {
@@ -136,14 +138,6 @@ pub(crate) async fn tell_reliable(
             )))
         }
     }
-}
-
-fn principal_of(headers: &str) -> Option<String> {
-    if headers.len() < 3 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(headers).ok()?;
-    v.get("principal")?.as_str().map(str::to_string)
 }
 
 /// Builds the stored messages of a guest's dispatch request.
@@ -170,8 +164,8 @@ pub(crate) fn dispatch_messages(
         wit::Conflict::Overwrite => Conflict::Overwrite,
     };
     let mode = match req.mode {
-        wit::DispatchMode::Cast => "cast",
-        wit::DispatchMode::Call => "call",
+        wit::DispatchMode::Cast => DispatchMode::Cast,
+        wit::DispatchMode::Call => DispatchMode::Call,
     };
     let mut out = Vec::with_capacity(req.targets.len());
     for t in &req.targets {
@@ -181,7 +175,7 @@ pub(crate) fn dispatch_messages(
             .with_scope(tenant.clone(), namespace.clone())
             .with_mode(mode);
         if principal != SYSTEM_PRINCIPAL {
-            m.headers.insert("principal".into(), principal.into());
+            m = m.with_principal(principal);
         }
         if !req.idempotency_key.is_empty() {
             m = m.with_key(req.idempotency_key.clone(), conflict);
@@ -234,29 +228,37 @@ mod tests {
 
     #[test]
     fn a_capacity_refusal_keeps_what_was_exhausted() {
+        let full = classify(ActorError::mailbox_full(40));
         assert_eq!(
-            classify(ActorError::mailbox_full(40)).to_string(),
+            full,
+            DeliveryError::Capacity {
+                exhausted: Exhausted::Host("mailbox full".into()),
+                retry_after_ms: 40
+            }
+        );
+        assert_eq!(
+            full.to_string(),
             "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=40)"
         );
         // A handler's own RESOURCE_EXHAUSTED with a hint is a capacity signal too, and keeps
-        // its words (it was recorded as "mailbox full").
-        let mut guest = ActorError::verbatim(
-            ErrorCode::ResourceExhausted,
-            "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)".into(),
-        );
+        // its words.
+        let words = "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)";
+        let mut guest = ActorError::verbatim(ErrorCode::ResourceExhausted, words.into());
         guest.retry_after_ms = Some(50);
         let d = classify(guest);
         assert_eq!(
             d,
             DeliveryError::Capacity {
-                message: "worker pool busy".into(),
+                exhausted: Exhausted::Handler(words.into()),
                 retry_after_ms: 50
             }
         );
+        assert_eq!(d.to_string(), words);
+        // Without a hint it is the handler's verdict on this attempt, not capacity.
+        let no_hint = ActorError::verbatim(ErrorCode::ResourceExhausted, "disk quota".into());
         assert_eq!(
-            d.to_string(),
-            "RESOURCE_EXHAUSTED: worker pool busy (retry_after_ms=50)"
+            classify(no_hint),
+            DeliveryError::Transient("disk quota".into())
         );
-        assert_eq!(capacity_message("disk quota"), "disk quota");
     }
 }

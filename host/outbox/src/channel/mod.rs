@@ -15,10 +15,16 @@
 //! claims in that process (see `sqlite.rs`): same visibility rules, no row rewrite per claim,
 //! and a crashed process's claims end with it.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod enqueue;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresChannel;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteChannel;
 
 use async_trait::async_trait;
@@ -29,12 +35,28 @@ use crate::message::{
 };
 
 /// Which database a channel stores into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
     /// SQLite file, single writer connection, WAL.
     Sqlite,
     /// Postgres, shared by several hosts.
     Postgres,
+}
+
+impl Backend {
+    /// `sqlite` or `postgres` (also the cargo feature that compiles it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Options of one [`Channel::enqueue`] call.
@@ -58,20 +80,16 @@ pub trait Channel: Send + Sync + 'static {
     /// conflict rules. Returns one outcome per row, in order.
     async fn enqueue(&self, rows: &[NewRow], opts: EnqueueOptions) -> Result<Vec<EnqueueOutcome>>;
 
-    /// Claim up to `limit` visible rows of `partition` with `id >= min_id` in one statement,
-    /// leasing them until `now_ms + lease_ms`. Rows come back in id order and respect FIFO per
-    /// receiver (see the module docs). `min_id` lets a relay skip the prefix of the pending
-    /// index it believes drained (on Postgres that prefix is full of dead entries until
-    /// vacuum); a receiver with *any* pending row below `min_id` is skipped whole, since that
-    /// row is not a candidate and must not be overtaken. Pass 0 to scan everything. A backend
-    /// without dead index entries may ignore it and scan from the start (SQLite does).
+    /// Claim up to `limit` visible rows of `partition`, leasing them until
+    /// `now_ms + lease_ms`. Rows come back in id order and respect FIFO per receiver (see the
+    /// module docs): the backend scans the partition's pending rows in id order, so it meets
+    /// every receiver's earliest pending row first.
     async fn claim(
         &self,
         partition: u32,
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        min_id: i64,
     ) -> Result<Vec<OutboxMessage>>;
 
     /// Apply verdicts on claimed rows in one transaction.
@@ -110,19 +128,28 @@ pub trait Channel: Send + Sync + 'static {
     /// Delete up to `limit` acked rows of `partition` settled before `before_ms` (retention;
     /// APPEND deduplication only sees rows still stored). Returns how many.
     async fn compact(&self, partition: u32, before_ms: i64, limit: u32) -> Result<u64>;
+
+    /// This host stops relaying `partition` (its relay worker ended): a backend that leases
+    /// partitions to hosts gives the lease up, so another host need not wait for it to lapse.
+    async fn release(&self, _partition: u32) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const COLUMNS: &str = "id, tenant, namespace, channel, partition, sender, receiver, \
-    receiver_type, msg_type, payload, headers, idempotency_key, conflict, sequence_number, \
-    delivery_count, refusals, send_at, created_at, claimed_until, acked, dead_lettered, \
-    dead_reason, last_error, expires_at, mode";
+    receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, \
+    sequence_number, delivery_count, refusals, send_at, created_at, claimed_until, acked, \
+    dead_lettered, dead_reason, last_error, expires_at, mode";
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Rows per multi-row statement (SQLite allows 32 766 bound values, Postgres 65 535).
 pub(crate) const CHUNK: usize = 1000;
 
 /// Conflict resolution shared by both backends: what the database already holds for the
 /// keys of a batch, and the decisions taken row by row.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod plan {
     use std::collections::{HashMap, HashSet};
 

@@ -1,24 +1,41 @@
-//! Postgres backend: shared by several hosts; claims use `FOR UPDATE SKIP LOCKED` under a
-//! per-partition advisory lock.
+//! Postgres backend: shared by several hosts.
 //!
-//! Why the advisory lock: the FIFO guard of a claim (no older pending row of the receiver is
-//! invisible) reads other rows. With two relays claiming one partition concurrently, relay B
-//! could skip a row A is claiming (locked, not yet committed) and claim the receiver's next
-//! row, delivering it out of order and concurrently. A transaction-scoped exclusive advisory
-//! lock per partition serialises claims (each is one short statement) so every claim sees the
-//! previous one committed. Enqueues that OVERWRITE pending rows take the same lock *shared*, so
-//! a claim never skips a row that is being overwritten. Two relays still share the work: each
-//! claim takes rows the other has not leased.
+//! # Who relays a partition
+//! One host at a time: it leases the partition in `outbox_partition_owners` (renewed while it
+//! relays, taken over by another host once the lease lapses) and keeps its claims on the
+//! partition's rows in memory, as the SQLite backend does. A relay's claim therefore writes
+//! nothing per row, and its FIFO guard is the SQLite one: the claim scans the partition's
+//! pending rows in id order, so it meets each receiver's earliest row first, and a receiver
+//! whose earliest row is not claimable (backing off, or leased by a dispatch) is skipped
+//! whole. A host that dies takes its claims with it; another host takes the partition over
+//! when its lease ends and delivers what was not acked (at least once).
+//!
+//! Dispatch's immediate attempts, made by whichever host runs the dispatching turn, still
+//! lease their rows in `claimed_until`; a relay treats such a row as claimed.
+//!
+//! # Rows changed behind a claim
+//! Another host may OVERWRITE a pending row this host has claimed (it cannot see the claim).
+//! Every settlement of a claimed row therefore applies only if the row is still the version
+//! that was claimed (`xmin`): an overwritten row stays pending with its new content and is
+//! delivered again, so the last write still wins. Enqueues made through this channel see its
+//! claims and insert behind a claimed row instead, as on SQLite.
+//!
+//! Enqueues that OVERWRITE take a shared advisory lock per partition and an exclusive one per
+//! (receiver, key), so concurrent enqueues of one key do not both insert.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
 use async_trait::async_trait;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::plan::{self, Action, Existing};
-use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use super::enqueue::{self, EnqueueTx, Insert};
+use super::plan::Existing;
+use super::{Backend, COLUMNS, Channel, EnqueueOptions};
 use crate::error::Result;
 use crate::message::{
     DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
@@ -34,23 +51,145 @@ const LOCK_CLASS_KEY: i32 = 0x5101;
 /// The shared outbox store.
 #[derive(Debug, Clone)]
 pub struct PostgresChannel {
+    /// Enqueues, DLQ operations, stats: durable commits.
     pool: PgPool,
+    /// Claims and settlements: asynchronous commits (see [`PostgresChannel::open`]).
+    relay: PgPool,
+    /// This channel's name in `outbox_partition_owners` (unique per open channel).
+    owner: Arc<str>,
+    /// The partitions this channel has leased, or knows another host holds.
+    owned: Arc<Mutex<HashMap<u32, Lease>>>,
+    /// Claims on rows of owned partitions: id -> (lease end, claimed version).
+    claims: Arc<Mutex<Claims>>,
+}
+
+/// A partition lease as this channel last saw it.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    until: i64,
+    mine: bool,
+}
+
+/// Claims held in memory (see the module docs).
+#[derive(Debug, Default)]
+struct Claims(HashMap<i64, (i64, i64)>);
+
+impl Claims {
+    fn lease_of(&self, id: i64) -> i64 {
+        self.0.get(&id).map_or(0, |(until, _)| *until)
+    }
+
+    fn version_of(&self, id: i64) -> Option<i64> {
+        self.0.get(&id).map(|(_, v)| *v)
+    }
+
+    /// Forget leases that ended without a settlement (a relay that died), once they pile up.
+    fn prune(&mut self, now_ms: i64) {
+        if self.0.len() > PRUNE_AT {
+            self.0.retain(|_, (until, _)| *until > now_ms);
+        }
+    }
+}
+
+/// Claims held before expired ones are swept.
+const PRUNE_AT: usize = 4096;
+/// Most rows one scan statement of a claim reads (the first reads 1.25 × the batch).
+const SCAN_PAGE: i64 = 1024;
+
+/// A scanned row and the version it was read at.
+#[derive(sqlx::FromRow)]
+struct Scanned {
+    version: i64,
+    #[sqlx(flatten)]
+    msg: OutboxMessage,
+}
+
+fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        // sqlx already pings every connection when it goes back to the pool (and drops a
+        // broken one); pinging again on acquire put a second round trip in front of every
+        // claim and settle (batch 20 end to end: 16.5–20k -> 20.7–21.9k msgs/s).
+        .test_before_acquire(false)
+        .acquire_timeout(Duration::from_secs(30))
 }
 
 impl PostgresChannel {
     /// Connect to `url` (a pool of up to `max_connections`) and run migrations.
     pub async fn open(url: &str, max_connections: u32) -> Result<Self> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(2))
-            // sqlx already pings every connection when it goes back to the pool (and drops a
-            // broken one); pinging again on acquire put a second round trip in front of every
-            // claim and settle (batch 20 end to end: 16.5–20k -> 20.7–21.9k msgs/s).
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect(url)
+        let options: PgConnectOptions = url.parse()?;
+        let pool = pool_options(max_connections.max(2))
+            .connect_with(options.clone())
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        // Claims and settlements commit without waiting for the WAL flush: one lost in a
+        // crash only means its rows are delivered again once their lease ends (at-least-once
+        // allows it; FIFO holds, since commits are lost newest first). Enqueues, on `pool`,
+        // stay synchronous: a stored message is never lost.
+        // The claim scan must walk the partition's pending index in id order and stop at its
+        // LIMIT: with stale statistics (a bulk enqueue before autoanalyze) the planner chose a
+        // bitmap scan of the whole partition plus a sort. Settlements join on the primary key.
+        let relay = pool_options(max_connections.max(2))
+            .connect_with(options.options([
+                ("synchronous_commit", "off"),
+                ("enable_bitmapscan", "off"),
+                ("enable_seqscan", "off"),
+            ]))
+            .await?;
+        Ok(Self {
+            pool,
+            relay,
+            owner: Arc::from(uuid::Uuid::new_v4().to_string()),
+            owned: Arc::default(),
+            claims: Arc::default(),
+        })
+    }
+
+    /// Whether this channel may relay `partition` now, leasing (or renewing) it when needed.
+    /// A lease is renewed once a quarter of it is used, so it always outlasts the claims made
+    /// under it by at least three quarters of `lease_ms` (the relay starts no delivery later
+    /// than that).
+    async fn own(&self, partition: u32, now_ms: i64, lease_ms: i64) -> Result<bool> {
+        if let Some(l) = self.owned.lock().get(&partition).copied() {
+            if l.mine && l.until - now_ms > lease_ms * 3 / 4 {
+                return Ok(true);
+            }
+            if !l.mine && now_ms < l.until {
+                return Ok(false);
+            }
+        }
+        let until = now_ms + lease_ms;
+        let taken: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO outbox_partition_owners AS o (partition, owner, lease_until) \
+             VALUES ($1, $2, $3) ON CONFLICT (partition) DO UPDATE \
+               SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until \
+               WHERE o.owner = EXCLUDED.owner OR o.lease_until <= $4 \
+             RETURNING lease_until",
+        )
+        .bind(i64::from(partition))
+        .bind(&*self.owner)
+        .bind(until)
+        .bind(now_ms)
+        .fetch_optional(&self.relay)
+        .await?;
+        let lease = match taken {
+            Some(until) => Lease { until, mine: true },
+            None => {
+                // Held by another host: do not ask again before its lease ends.
+                let held: Option<i64> = sqlx::query_scalar(
+                    "SELECT lease_until FROM outbox_partition_owners WHERE partition = $1",
+                )
+                .bind(i64::from(partition))
+                .fetch_optional(&self.relay)
+                .await?;
+                Lease {
+                    until: held.unwrap_or(now_ms),
+                    mine: false,
+                }
+            }
+        };
+        self.owned.lock().insert(partition, lease);
+        Ok(lease.mine)
     }
 
     /// The underlying pool (tests and benchmarks).
@@ -58,8 +197,9 @@ impl PostgresChannel {
         &self.pool
     }
 
-    /// Close the pool.
+    /// Close the pools.
     pub async fn close(&self) {
+        self.relay.close().await;
         self.pool.close().await;
     }
 }
@@ -82,6 +222,187 @@ fn selector_clause<'a>(q: &mut QueryBuilder<'a, Postgres>, selector: &'a DlqSele
     }
 }
 
+/// One enqueue's transaction (the storage steps of [`enqueue::run`]).
+struct PgEnqueue<'c> {
+    tx: sqlx::Transaction<'static, Postgres>,
+    /// This channel's claims: a row it has claimed is not overwritten in place.
+    claims: &'c Mutex<Claims>,
+}
+
+#[async_trait]
+impl EnqueueTx for PgEnqueue<'_> {
+    async fn lock(&mut self, pairs: &[(&str, &str)], partitions: &[u32]) -> Result<()> {
+        let mut locks: Vec<i32> = pairs.iter().map(|(r, k)| key_lock(r, k)).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        sqlx::query("SELECT pg_advisory_xact_lock($1, h) FROM unnest($2::int4[]) AS h ORDER BY h")
+            .bind(LOCK_CLASS_KEY)
+            .bind(&locks)
+            .execute(&mut *self.tx)
+            .await?;
+        if !partitions.is_empty() {
+            let parts: Vec<i32> = partitions.iter().map(|p| *p as i32).collect();
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock_shared($1, p) FROM unnest($2::int4[]) AS p ORDER BY p",
+            )
+            .bind(LOCK_CLASS_PARTITION)
+            .bind(&parts)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn existing(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Existing>> {
+        let receivers: Vec<&str> = pairs.iter().map(|p| p.0).collect();
+        let keys: Vec<&str> = pairs.iter().map(|p| p.1).collect();
+        let found = sqlx::query(
+            "SELECT m.id, m.receiver, m.idempotency_key, m.sequence_number, \
+             (NOT m.acked AND NOT m.dead_lettered) AS pending, m.claimed_until \
+             FROM outbox_messages m JOIN unnest($1::text[], $2::text[]) AS k(r, key) \
+               ON m.receiver = k.r AND m.idempotency_key = k.key \
+             WHERE (NOT m.acked AND NOT m.dead_lettered) OR m.conflict = 'append'",
+        )
+        .bind(&receivers)
+        .bind(&keys)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        let claims = self.claims.lock();
+        found
+            .iter()
+            .map(|row| {
+                let id = row.try_get(0)?;
+                let in_row: i64 = row.try_get(5)?;
+                Ok(Existing {
+                    id,
+                    receiver: row.try_get(1)?,
+                    key: row.try_get(2)?,
+                    sequence_number: row.try_get(3)?,
+                    pending: row.try_get(4)?,
+                    claimed_until: in_row.max(claims.lease_of(id)),
+                })
+            })
+            .collect()
+    }
+
+    async fn busy(&mut self, receivers: &[&str]) -> Result<HashSet<String>> {
+        let found = sqlx::query(
+            "SELECT DISTINCT receiver FROM outbox_messages \
+             WHERE NOT acked AND NOT dead_lettered AND receiver = ANY($1)",
+        )
+        .bind(receivers)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        found.iter().map(|row| Ok(row.try_get(0)?)).collect()
+    }
+
+    /// One statement of 19 arrays (`UNNEST`), whatever the row count: binding 19 values per
+    /// row cost more than the insert itself. Identity values are drawn in the order `unnest`
+    /// yields the rows, which is array order; RETURNING order is unspecified, so sort.
+    async fn insert(&mut self, rows: &[Insert<'_>]) -> Result<Vec<i64>> {
+        let n = rows.len();
+        let mut tenant = Vec::with_capacity(n);
+        let mut namespace = Vec::with_capacity(n);
+        let mut channel = Vec::with_capacity(n);
+        let mut partition = Vec::with_capacity(n);
+        let mut sender = Vec::with_capacity(n);
+        let mut receiver = Vec::with_capacity(n);
+        let mut receiver_type = Vec::with_capacity(n);
+        let mut msg_type = Vec::with_capacity(n);
+        let mut payload = Vec::with_capacity(n);
+        let mut principal = Vec::with_capacity(n);
+        let mut headers = Vec::with_capacity(n);
+        let mut key = Vec::with_capacity(n);
+        let mut conflict = Vec::with_capacity(n);
+        let mut sequence = Vec::with_capacity(n);
+        let mut send_at = Vec::with_capacity(n);
+        let mut created_at = Vec::with_capacity(n);
+        let mut claimed_until = Vec::with_capacity(n);
+        let mut expires_at = Vec::with_capacity(n);
+        let mut mode = Vec::with_capacity(n);
+        for ins in rows {
+            let r = ins.row;
+            let m = &r.msg;
+            tenant.push(m.tenant.as_str());
+            namespace.push(m.namespace.as_str());
+            channel.push(m.channel.as_str());
+            partition.push(i64::from(r.partition));
+            sender.push(m.sender.as_str());
+            receiver.push(m.receiver.as_str());
+            receiver_type.push(crate::message::actor_type_of(&m.receiver));
+            msg_type.push(m.msg_type.as_str());
+            payload.push(m.payload.as_ref());
+            principal.push(m.principal.as_deref().unwrap_or(""));
+            headers.push(r.headers_json.as_str());
+            key.push(m.key());
+            conflict.push(m.conflict.as_str());
+            sequence.push(r.sequence_number);
+            send_at.push(r.send_at);
+            created_at.push(r.created_at);
+            claimed_until.push(ins.claimed_until);
+            expires_at.push(r.expires_at);
+            mode.push(m.mode.as_str());
+        }
+        let mut ids: Vec<i64> = sqlx::query_scalar(
+            "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
+             receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
+             conflict, sequence_number, send_at, created_at, claimed_until, expires_at, mode) \
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], \
+               $6::text[], $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[], \
+               $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
+               $18::int8[], $19::text[]) \
+             RETURNING id",
+        )
+        .bind(&tenant)
+        .bind(&namespace)
+        .bind(&channel)
+        .bind(&partition)
+        .bind(&sender)
+        .bind(&receiver)
+        .bind(&receiver_type)
+        .bind(&msg_type)
+        .bind(&payload)
+        .bind(&principal)
+        .bind(&headers)
+        .bind(&key)
+        .bind(&conflict)
+        .bind(&sequence)
+        .bind(&send_at)
+        .bind(&created_at)
+        .bind(&claimed_until)
+        .bind(&expires_at)
+        .bind(&mode)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
+        sqlx::query(
+            "UPDATE outbox_messages SET payload = $1, principal = $2, headers = $3, \
+             msg_type = $4, sequence_number = $5, expires_at = $6, sender = $7, mode = $8 \
+             WHERE id = $9 AND NOT acked AND NOT dead_lettered",
+        )
+        .bind(r.msg.payload.as_ref())
+        .bind(r.msg.principal.as_deref().unwrap_or(""))
+        .bind(r.headers_json.as_str())
+        .bind(r.msg.msg_type.as_str())
+        .bind(r.sequence_number)
+        .bind(r.expires_at)
+        .bind(r.msg.sender.as_str())
+        .bind(r.msg.mode.as_str())
+        .bind(id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<()> {
+        Ok(self.tx.commit().await?)
+    }
+}
+
 #[async_trait]
 impl Channel for PostgresChannel {
     fn backend(&self) -> Backend {
@@ -92,248 +413,72 @@ impl Channel for PostgresChannel {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
-
-        let mut pairs: Vec<(&str, &str)> = rows
-            .iter()
-            .filter(|r| !r.msg.key().is_empty())
-            .map(|r| (r.msg.receiver.as_str(), r.msg.key()))
-            .collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-
-        // Serialise concurrent enqueues of the same (receiver, key): check-then-insert below.
-        if !pairs.is_empty() {
-            let mut locks: Vec<i32> = pairs.iter().map(|(r, k)| key_lock(r, k)).collect();
-            locks.sort_unstable();
-            locks.dedup();
-            sqlx::query(
-                "SELECT pg_advisory_xact_lock($1, h) FROM unnest($2::int4[]) AS h ORDER BY h",
-            )
-            .bind(LOCK_CLASS_KEY)
-            .bind(&locks)
-            .execute(&mut *tx)
-            .await?;
-            let mut parts: Vec<i32> = rows
-                .iter()
-                .filter(|r| r.msg.conflict == crate::message::Conflict::Overwrite)
-                .map(|r| r.partition as i32)
-                .collect();
-            parts.sort_unstable();
-            parts.dedup();
-            if !parts.is_empty() {
-                sqlx::query(
-                    "SELECT pg_advisory_xact_lock_shared($1, p) FROM unnest($2::int4[]) AS p ORDER BY p",
-                )
-                .bind(LOCK_CLASS_PARTITION)
-                .bind(&parts)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-
-        let mut existing = Vec::new();
-        for chunk in pairs.chunks(CHUNK) {
-            let receivers: Vec<&str> = chunk.iter().map(|p| p.0).collect();
-            let keys: Vec<&str> = chunk.iter().map(|p| p.1).collect();
-            let found = sqlx::query(
-                "SELECT m.id, m.receiver, m.idempotency_key, m.sequence_number, \
-                 (NOT m.acked AND NOT m.dead_lettered) AS pending, m.claimed_until \
-                 FROM outbox_messages m JOIN unnest($1::text[], $2::text[]) AS k(r, key) \
-                   ON m.receiver = k.r AND m.idempotency_key = k.key \
-                 WHERE (NOT m.acked AND NOT m.dead_lettered) OR m.conflict = 'append'",
-            )
-            .bind(&receivers)
-            .bind(&keys)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in found {
-                existing.push(Existing {
-                    id: row.try_get(0)?,
-                    receiver: row.try_get(1)?,
-                    key: row.try_get(2)?,
-                    sequence_number: row.try_get(3)?,
-                    pending: row.try_get(4)?,
-                    claimed_until: row.try_get(5)?,
-                });
-            }
-        }
-
-        let claim_heads = opts.claim_heads_until.is_some();
-        let mut busy = HashSet::new();
-        if claim_heads {
-            let mut receivers: Vec<&str> = rows.iter().map(|r| r.msg.receiver.as_str()).collect();
-            receivers.sort_unstable();
-            receivers.dedup();
-            let found = sqlx::query(
-                "SELECT DISTINCT receiver FROM outbox_messages \
-                 WHERE NOT acked AND NOT dead_lettered AND receiver = ANY($1)",
-            )
-            .bind(&receivers)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in found {
-                busy.insert(row.try_get::<String, _>(0)?);
-            }
-        }
-
-        let actions = plan::decide(rows, &existing, &busy, claim_heads, opts.now_ms);
-        let mut content: Vec<usize> = (0..rows.len()).collect();
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::FoldInto { into } = a {
-                content[*into] = i;
-            }
-        }
-        let inserts: Vec<(usize, bool)> = actions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| match a {
-                Action::Insert { claim } => Some((i, *claim)),
-                _ => None,
-            })
-            .collect();
-
-        // Identity values are drawn in VALUES order within one statement; RETURNING order is
-        // unspecified, so sort.
-        let mut ids = vec![0i64; rows.len()];
-        for chunk in inserts.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Postgres>::new(
-                "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
-                 receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
-                 sequence_number, send_at, created_at, claimed_until, expires_at, mode) ",
-            );
-            q.push_values(chunk, |mut b, (i, claim)| {
-                let r = &rows[content[*i]];
-                let m = &r.msg;
-                b.push_bind(m.tenant.as_str())
-                    .push_bind(m.namespace.as_str())
-                    .push_bind(m.channel.as_str())
-                    .push_bind(i64::from(r.partition))
-                    .push_bind(m.sender.as_str())
-                    .push_bind(m.receiver.as_str())
-                    .push_bind(crate::message::actor_type_of(&m.receiver))
-                    .push_bind(m.msg_type.as_str())
-                    .push_bind(m.payload.as_slice())
-                    .push_bind(r.headers_json.as_str())
-                    .push_bind(m.key())
-                    .push_bind(m.conflict.as_str())
-                    .push_bind(r.sequence_number)
-                    .push_bind(r.send_at)
-                    .push_bind(r.created_at)
-                    .push_bind(if *claim {
-                        opts.claim_heads_until.unwrap_or(0)
-                    } else {
-                        0
-                    })
-                    .push_bind(r.expires_at)
-                    .push_bind(m.mode.as_str());
-            });
-            q.push(" RETURNING id");
-            let mut new_ids: Vec<i64> = q
-                .build()
-                .fetch_all(&mut *tx)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<std::result::Result<_, _>>()?;
-            new_ids.sort_unstable();
-            for ((i, _), id) in chunk.iter().zip(new_ids) {
-                ids[*i] = id;
-            }
-        }
-
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::Overwrite { id } = a {
-                let r = &rows[i];
-                sqlx::query(
-                    "UPDATE outbox_messages SET payload = $1, headers = $2, msg_type = $3, \
-                     sequence_number = $4, expires_at = $5, sender = $6, mode = $7 \
-                     WHERE id = $8 AND NOT acked AND NOT dead_lettered",
-                )
-                .bind(r.msg.payload.as_slice())
-                .bind(r.headers_json.as_str())
-                .bind(r.msg.msg_type.as_str())
-                .bind(r.sequence_number)
-                .bind(r.expires_at)
-                .bind(r.msg.sender.as_str())
-                .bind(r.msg.mode.as_str())
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
-
-        Ok(actions
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                Action::Insert { claim } => EnqueueOutcome::Inserted {
-                    id: ids[i],
-                    claimed: *claim,
-                },
-                Action::Overwrite { id } => EnqueueOutcome::Replaced { id: *id },
-                Action::FoldInto { into } => EnqueueOutcome::Replaced { id: ids[*into] },
-                Action::Skip(o) => *o,
-            })
-            .collect())
+        let tx = PgEnqueue {
+            tx: self.pool.begin().await?,
+            claims: &self.claims,
+        };
+        enqueue::run(tx, rows, opts).await
     }
 
-    // `OFFSET 0` keeps the FIFO guard a per-row index probe (SubPlan on the (receiver, id)
-    // index): without it the planner turns NOT EXISTS into an anti-join over a sequential scan
-    // of the whole table (measured 164 ms per claim at 100k pending rows, 1 ms with it).
+    /// Scans the partition's pending rows in id order (pages of up to [`SCAN_PAGE`], one
+    /// statement each, no row written) and claims in memory. It always starts at the
+    /// partition's first pending row: entries of rows settled since the last vacuum are
+    /// stepped over in the index, and the scan sees every receiver's earliest pending row.
     async fn claim(
         &self,
         partition: u32,
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
+        if !self.own(partition, now_ms, lease_ms).await? {
+            return Ok(Vec::new());
+        }
         let sql = format!(
-            "UPDATE outbox_messages SET claimed_until = $1 WHERE id IN ( \
-               SELECT m.id FROM outbox_messages m \
-               WHERE m.partition = $2 AND m.id >= $5 AND NOT m.acked AND NOT m.dead_lettered \
-                 AND m.send_at <= $3 AND m.claimed_until <= $3 \
-                 AND NOT EXISTS (SELECT 1 FROM outbox_messages o \
-                     WHERE o.receiver = m.receiver AND NOT o.acked AND NOT o.dead_lettered \
-                       AND o.id < m.id \
-                       AND (o.send_at > $3 OR o.claimed_until > $3 OR o.id < $5) \
-                     OFFSET 0) \
-               ORDER BY m.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-             RETURNING {COLUMNS}"
+            "SELECT xmin::text::bigint AS version, {COLUMNS} FROM outbox_messages \
+             WHERE partition = $1 AND id > $2 AND NOT acked AND NOT dead_lettered \
+             ORDER BY id LIMIT $3"
         );
-        let mut tx = self.pool.begin().await?;
-        // A lost claim only means the row is claimed again after a crash (at-least-once
-        // already allows it), so the claim's commit need not wait for a WAL flush: this halves
-        // the fsyncs per relay cycle.
-        // The claim must walk the (partition, id) index in order and stop after `limit` rows.
-        // With stale statistics (a bulk enqueue before autoanalyze runs) the planner guessed a
-        // handful of rows and chose a bitmap scan of the whole partition plus a sort, running
-        // the FIFO probe for every pending row: 68k buffers per claim instead of ~2k, and a
-        // drain that slowed as the backlog grew. Bitmap and sequential scans are off for this
-        // transaction only.
-        sqlx::query(
-            "SELECT set_config('synchronous_commit', 'off', true), \
-                    set_config('enable_bitmapscan', 'off', true), \
-                    set_config('enable_seqscan', 'off', true), \
-                    pg_advisory_xact_lock($1, $2)",
-        )
-        .bind(LOCK_CLASS_PARTITION)
-        .bind(partition as i32)
-        .execute(&mut *tx)
-        .await?;
-        let mut rows: Vec<OutboxMessage> = sqlx::query_as(&sql)
-            .bind(now_ms + lease_ms)
-            .bind(i64::from(partition))
-            .bind(now_ms)
-            .bind(i64::from(limit))
-            .bind(min_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        rows.sort_unstable_by_key(|m| m.id);
-        Ok(rows)
+        let limit = limit as usize;
+        let until = now_ms + lease_ms;
+        let mut chosen: Vec<OutboxMessage> = Vec::with_capacity(limit);
+        let mut blocked: HashSet<String> = HashSet::new();
+        let mut after = 0i64;
+        let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);
+        while chosen.len() < limit {
+            let page: Vec<Scanned> = sqlx::query_as(&sql)
+                .bind(i64::from(partition))
+                .bind(after)
+                .bind(page_len)
+                .fetch_all(&self.relay)
+                .await?;
+            let last_page = (page.len() as i64) < page_len;
+            page_len = (page_len * 2).min(SCAN_PAGE);
+            let mut claims = self.claims.lock();
+            claims.prune(now_ms);
+            for Scanned { version, mut msg } in page {
+                after = msg.id;
+                if blocked.contains(&msg.receiver) {
+                    continue;
+                }
+                let held = claims.lease_of(msg.id) > now_ms;
+                if msg.send_at > now_ms || msg.claimed_until > now_ms || held {
+                    blocked.insert(msg.receiver);
+                    continue;
+                }
+                claims.0.insert(msg.id, (until, version));
+                msg.claimed_until = until;
+                chosen.push(msg);
+                if chosen.len() == limit {
+                    break;
+                }
+            }
+            drop(claims);
+            if last_page {
+                break;
+            }
+        }
+        Ok(chosen)
     }
 
     async fn settle(&self, s: &Settlement, now_ms: i64) -> Result<()> {
@@ -351,11 +496,24 @@ impl Channel for PostgresChannel {
         .iter()
         .filter(|n| **n > 0)
         .count();
-        let mut conn = self.pool.acquire().await?;
+        // The version each row was claimed at (rows this channel claimed); a row claimed
+        // elsewhere (a dispatch's immediate attempt) settles unconditionally.
+        let versions: HashMap<i64, i64> = {
+            let claims = self.claims.lock();
+            s.acks
+                .iter()
+                .copied()
+                .chain(s.retries.iter().map(|r| r.id))
+                .chain(s.releases.iter().map(|r| r.id))
+                .chain(s.dead.iter().map(|d| d.id))
+                .filter_map(|id| claims.version_of(id).map(|v| (id, v)))
+                .collect()
+        };
+        let mut conn = self.relay.acquire().await?;
         if statements > 1 {
             sqlx::query("BEGIN").execute(&mut *conn).await?;
         }
-        let result = settle_on(&mut conn, s, now_ms).await;
+        let result = settle_on(&mut conn, s, &versions, now_ms).await;
         if statements > 1 {
             let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
             let ended = sqlx::query(end).execute(&mut *conn).await;
@@ -363,6 +521,19 @@ impl Channel for PostgresChannel {
             ended?;
         } else {
             result?;
+        }
+        // Settled rows are claimed no longer (a failed settlement keeps its claims, which run
+        // out on their own).
+        let mut claims = self.claims.lock();
+        for id in s
+            .acks
+            .iter()
+            .copied()
+            .chain(s.retries.iter().map(|r| r.id))
+            .chain(s.releases.iter().map(|r| r.id))
+            .chain(s.dead.iter().map(|d| d.id))
+        {
+            claims.0.remove(&id);
         }
         Ok(())
     }
@@ -454,10 +625,25 @@ impl Channel for PostgresChannel {
 
     async fn get(&self, id: i64) -> Result<Option<OutboxMessage>> {
         let sql = format!("SELECT {COLUMNS} FROM outbox_messages WHERE id = $1");
-        Ok(sqlx::query_as(&sql)
+        let mut found: Option<OutboxMessage> = sqlx::query_as(&sql)
             .bind(id)
             .fetch_optional(&self.pool)
-            .await?)
+            .await?;
+        if let Some(m) = &mut found {
+            m.claimed_until = m.claimed_until.max(self.claims.lock().lease_of(id));
+        }
+        Ok(found)
+    }
+
+    async fn release(&self, partition: u32) -> Result<()> {
+        if self.owned.lock().remove(&partition).is_some_and(|l| l.mine) {
+            sqlx::query("DELETE FROM outbox_partition_owners WHERE partition = $1 AND owner = $2")
+                .bind(i64::from(partition))
+                .bind(&*self.owner)
+                .execute(&self.relay)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn max_sequence(&self) -> Result<i64> {
@@ -482,19 +668,26 @@ impl Channel for PostgresChannel {
 }
 
 /// The statements of one settlement, on one connection (inside a transaction when there are
-/// several).
+/// several). A row with an entry in `versions` is settled only if it is still that version
+/// (`xmin`; see the module docs).
 async fn settle_on(
     conn: &mut sqlx::PgConnection,
     s: &Settlement,
+    versions: &HashMap<i64, i64>,
     now_ms: i64,
 ) -> std::result::Result<(), sqlx::Error> {
+    let vers = |ids: &[i64]| -> Vec<Option<i64>> {
+        ids.iter().map(|id| versions.get(id).copied()).collect()
+    };
     if !s.acks.is_empty() {
         sqlx::query(
-            "UPDATE outbox_messages SET acked = TRUE, claimed_until = 0, settled_at = $1 \
-                 WHERE id = ANY($2)",
+            "UPDATE outbox_messages m SET acked = TRUE, claimed_until = 0, settled_at = $1 \
+                 FROM unnest($2::bigint[], $3::bigint[]) AS v(id, ver) \
+                 WHERE m.id = v.id AND (v.ver IS NULL OR m.xmin::text::bigint = v.ver)",
         )
         .bind(now_ms)
         .bind(&s.acks)
+        .bind(vers(&s.acks))
         .execute(&mut *conn)
         .await?;
     }
@@ -507,13 +700,15 @@ async fn settle_on(
             "UPDATE outbox_messages m SET delivery_count = m.delivery_count + 1, \
                  refusals = m.refusals + v.refused, send_at = v.send_at, last_error = v.err, \
                  claimed_until = 0 \
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) \
-                   AS v(id, send_at, err, refused) WHERE m.id = v.id",
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) \
+                   AS v(id, send_at, err, refused, ver) \
+                 WHERE m.id = v.id AND (v.ver IS NULL OR m.xmin::text::bigint = v.ver)",
         )
         .bind(&ids)
         .bind(&at)
         .bind(&errs)
         .bind(&refused)
+        .bind(vers(&ids))
         .execute(&mut *conn)
         .await?;
     }
@@ -522,10 +717,12 @@ async fn settle_on(
         let at: Vec<i64> = s.releases.iter().map(|r| r.send_at).collect();
         sqlx::query(
             "UPDATE outbox_messages m SET send_at = v.send_at, claimed_until = 0 \
-                 FROM unnest($1::bigint[], $2::bigint[]) AS v(id, send_at) WHERE m.id = v.id",
+                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS v(id, send_at, ver) \
+                 WHERE m.id = v.id AND (v.ver IS NULL OR m.xmin::text::bigint = v.ver)",
         )
         .bind(&ids)
         .bind(&at)
+        .bind(vers(&ids))
         .execute(&mut *conn)
         .await?;
     }
@@ -560,14 +757,16 @@ async fn settle_on(
             "UPDATE outbox_messages m SET dead_lettered = TRUE, dead_reason = v.reason, \
                  last_error = COALESCE(v.err, m.last_error), \
                  delivery_count = m.delivery_count + v.inc, claimed_until = 0, settled_at = $5 \
-                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
-                   AS v(id, reason, err, inc) WHERE m.id = v.id",
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $6::bigint[]) \
+                   AS v(id, reason, err, inc, ver) \
+                 WHERE m.id = v.id AND (v.ver IS NULL OR m.xmin::text::bigint = v.ver)",
         )
         .bind(&ids)
         .bind(&reasons)
         .bind(&errs)
         .bind(&inc)
         .bind(now_ms)
+        .bind(vers(&ids))
         .execute(&mut *conn)
         .await?;
     }

@@ -32,11 +32,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{Connection, QueryBuilder, Row, Sqlite, SqliteConnection};
 use tokio::sync::{MappedMutexGuard, Mutex as AsyncMutex, MutexGuard};
 
-use super::plan::{self, Action, Existing};
+use super::enqueue::{self, EnqueueTx, Insert};
+use super::plan::Existing;
 use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use crate::delivery::DispatchMode;
 use crate::error::Result;
 use crate::message::{
-    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+    Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats,
+    Settlement,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -218,6 +221,153 @@ fn selector_clause<'a>(q: &mut QueryBuilder<'a, Sqlite>, selector: &'a DlqSelect
     }
 }
 
+/// One enqueue's transaction on the writer connection (the storage steps of
+/// [`enqueue::run`]). Claimed heads are leased in the ledger as they are inserted, before
+/// the commit: the claim scan shares this connection, so it cannot see the rows before their
+/// leases exist.
+struct SqliteEnqueue<'c> {
+    tx: sqlx::Transaction<'c, Sqlite>,
+    ledger: &'c Mutex<Ledger>,
+    /// Rows leased here (given back if the commit fails).
+    claimed: Vec<i64>,
+    /// Receivers of the inserted rows (pending once committed).
+    inserted: Vec<String>,
+}
+
+#[async_trait]
+impl EnqueueTx for SqliteEnqueue<'_> {
+    /// One writer connection: enqueues are serialised already.
+    async fn lock(&mut self, _pairs: &[(&str, &str)], _partitions: &[u32]) -> Result<()> {
+        Ok(())
+    }
+
+    async fn existing(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Existing>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT id, receiver, idempotency_key, sequence_number, \
+             (acked = 0 AND dead_lettered = 0) AS pending \
+             FROM outbox_messages WHERE (receiver, idempotency_key) IN (VALUES ",
+        );
+        let mut sep = q.separated(", ");
+        for (r, k) in pairs {
+            sep.push("(")
+                .push_bind_unseparated(*r)
+                .push_unseparated(", ");
+            sep.push_bind_unseparated(*k).push_unseparated(")");
+        }
+        q.push(") AND ((acked = 0 AND dead_lettered = 0) OR conflict = 'append')");
+        let found = q.build().fetch_all(&mut *self.tx).await?;
+        let ledger = self.ledger.lock();
+        found
+            .iter()
+            .map(|row| {
+                let id = row.try_get(0)?;
+                Ok(Existing {
+                    id,
+                    receiver: row.try_get(1)?,
+                    key: row.try_get(2)?,
+                    sequence_number: row.try_get(3)?,
+                    pending: row.try_get(4)?,
+                    claimed_until: ledger.lease_of(id),
+                })
+            })
+            .collect()
+    }
+
+    /// From the ledger's pending counts: no statement.
+    async fn busy(&mut self, receivers: &[&str]) -> Result<HashSet<String>> {
+        let ledger = self.ledger.lock();
+        Ok(receivers
+            .iter()
+            .filter(|r| ledger.is_pending(r))
+            .map(|r| r.to_string())
+            .collect())
+    }
+
+    /// Ids of one INSERT are consecutive and ascending in VALUES order (AUTOINCREMENT, one
+    /// writer), so the last id names them all (no RETURNING: each returned row is a message
+    /// from sqlx's worker thread).
+    async fn insert(&mut self, rows: &[Insert<'_>]) -> Result<Vec<i64>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
+             receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
+             conflict, sequence_number, send_at, created_at, expires_at, mode) ",
+        );
+        q.push_values(rows, |mut b, ins| {
+            let r = ins.row;
+            let m = &r.msg;
+            b.push_bind(m.tenant.as_str())
+                .push_bind(m.namespace.as_str())
+                .push_bind(m.channel.as_str())
+                .push_bind(i64::from(r.partition))
+                .push_bind(m.sender.as_str())
+                .push_bind(m.receiver.as_str())
+                .push_bind(crate::message::actor_type_of(&m.receiver))
+                .push_bind(m.msg_type.as_str())
+                .push_bind(m.payload.as_ref())
+                .push_bind(m.principal.as_deref().unwrap_or(""))
+                .push_bind(r.headers_json.as_str())
+                .push_bind(m.key())
+                .push_bind(m.conflict.as_str())
+                .push_bind(r.sequence_number)
+                .push_bind(r.send_at)
+                .push_bind(r.created_at)
+                .push_bind(r.expires_at)
+                .push_bind(m.mode.as_str());
+        });
+        let last = q.build().execute(&mut *self.tx).await?.last_insert_rowid();
+        let first = last - rows.len() as i64 + 1;
+        let ids: Vec<i64> = (first..=last).collect();
+        let mut ledger = self.ledger.lock();
+        for (ins, id) in rows.iter().zip(&ids) {
+            if ins.claimed_until > 0 {
+                ledger.claim(*id, ins.claimed_until, &ins.row.msg.receiver);
+                self.claimed.push(*id);
+            }
+            self.inserted.push(ins.row.msg.receiver.clone());
+        }
+        Ok(ids)
+    }
+
+    async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
+        sqlx::query(
+            "UPDATE outbox_messages SET payload = ?, principal = ?, headers = ?, msg_type = ?, \
+             sequence_number = ?, expires_at = ?, sender = ?, mode = ? \
+             WHERE id = ? AND acked = 0 AND dead_lettered = 0",
+        )
+        .bind(r.msg.payload.as_ref())
+        .bind(r.msg.principal.as_deref().unwrap_or(""))
+        .bind(r.headers_json.as_str())
+        .bind(r.msg.msg_type.as_str())
+        .bind(r.sequence_number)
+        .bind(r.expires_at)
+        .bind(r.msg.sender.as_str())
+        .bind(r.msg.mode.as_str())
+        .bind(id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<()> {
+        let committed = self.tx.commit().await;
+        let mut ledger = self.ledger.lock();
+        match committed {
+            Ok(()) => {
+                for receiver in &self.inserted {
+                    ledger.add_pending(receiver, 1);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for id in &self.claimed {
+                    ledger.claims.remove(id);
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Channel for SqliteChannel {
     fn backend(&self) -> Backend {
@@ -229,178 +379,13 @@ impl Channel for SqliteChannel {
             return Ok(Vec::new());
         }
         let mut conn = self.connection().await?;
-        let mut tx = conn.begin().await?;
-
-        // 1. What the store already holds for the batch's (receiver, key) pairs.
-        let mut pairs: Vec<(&str, &str)> = rows
-            .iter()
-            .filter(|r| !r.msg.key().is_empty())
-            .map(|r| (r.msg.receiver.as_str(), r.msg.key()))
-            .collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-        let mut existing = Vec::new();
-        for chunk in pairs.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "SELECT id, receiver, idempotency_key, sequence_number, \
-                 (acked = 0 AND dead_lettered = 0) AS pending, claimed_until \
-                 FROM outbox_messages WHERE (receiver, idempotency_key) IN (VALUES ",
-            );
-            let mut sep = q.separated(", ");
-            for (r, k) in chunk {
-                sep.push("(")
-                    .push_bind_unseparated(*r)
-                    .push_unseparated(", ");
-                sep.push_bind_unseparated(*k).push_unseparated(")");
-            }
-            q.push(") AND ((acked = 0 AND dead_lettered = 0) OR conflict = 'append')");
-            let found = q.build().fetch_all(&mut *tx).await?;
-            let ledger = self.ledger.lock();
-            for row in found {
-                let id = row.try_get(0)?;
-                existing.push(Existing {
-                    id,
-                    receiver: row.try_get(1)?,
-                    key: row.try_get(2)?,
-                    sequence_number: row.try_get(3)?,
-                    pending: row.try_get(4)?,
-                    claimed_until: ledger.lease_of(id),
-                });
-            }
-        }
-
-        // 2. Receivers with pending rows (only when heads are to be claimed).
-        let claim_heads = opts.claim_heads_until.is_some();
-        let mut busy = HashSet::new();
-        if claim_heads {
-            let ledger = self.ledger.lock();
-            busy.extend(
-                rows.iter()
-                    .map(|r| r.msg.receiver.as_str())
-                    .filter(|r| ledger.is_pending(r))
-                    .map(str::to_owned),
-            );
-        }
-
-        // 3. Decide, then fold same-batch OVERWRITEs into the row they replace.
-        let actions = plan::decide(rows, &existing, &busy, claim_heads, opts.now_ms);
-        let mut content: Vec<usize> = (0..rows.len()).collect();
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::FoldInto { into } = a {
-                content[*into] = i;
-            }
-        }
-        let inserts: Vec<(usize, bool)> = actions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| match a {
-                Action::Insert { claim } => Some((i, *claim)),
-                _ => None,
-            })
-            .collect();
-
-        // 4. Multi-row inserts. Ids of one INSERT are consecutive and ascending in VALUES order
-        //    (AUTOINCREMENT, one writer), so the last id names them all (no RETURNING: each
-        //    returned row is a message from sqlx's worker thread).
-        let mut ids = vec![0i64; rows.len()];
-        for chunk in inserts.chunks(CHUNK) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
-                 receiver, receiver_type, msg_type, payload, headers, idempotency_key, conflict, \
-                 sequence_number, send_at, created_at, expires_at, mode) ",
-            );
-            q.push_values(chunk, |mut b, (i, _)| {
-                let r = &rows[content[*i]];
-                let m = &r.msg;
-                b.push_bind(m.tenant.as_str())
-                    .push_bind(m.namespace.as_str())
-                    .push_bind(m.channel.as_str())
-                    .push_bind(i64::from(r.partition))
-                    .push_bind(m.sender.as_str())
-                    .push_bind(m.receiver.as_str())
-                    .push_bind(crate::message::actor_type_of(&m.receiver))
-                    .push_bind(m.msg_type.as_str())
-                    .push_bind(m.payload.as_slice())
-                    .push_bind(r.headers_json.as_str())
-                    .push_bind(m.key())
-                    .push_bind(m.conflict.as_str())
-                    .push_bind(r.sequence_number)
-                    .push_bind(r.send_at)
-                    .push_bind(r.created_at)
-                    .push_bind(r.expires_at)
-                    .push_bind(m.mode.as_str());
-            });
-            let last = q.build().execute(&mut *tx).await?.last_insert_rowid();
-            let first = last - chunk.len() as i64 + 1;
-            for (n, (i, _)) in chunk.iter().enumerate() {
-                ids[*i] = first + n as i64;
-            }
-        }
-
-        // 5. OVERWRITE of stored pending rows (never claimed ones: see plan::decide).
-        for (i, a) in actions.iter().enumerate() {
-            if let Action::Overwrite { id } = a {
-                let r = &rows[i];
-                sqlx::query(
-                    "UPDATE outbox_messages SET payload = ?, headers = ?, msg_type = ?, \
-                     sequence_number = ?, expires_at = ?, sender = ?, mode = ? \
-                     WHERE id = ? AND acked = 0 AND dead_lettered = 0",
-                )
-                .bind(r.msg.payload.as_slice())
-                .bind(r.headers_json.as_str())
-                .bind(r.msg.msg_type.as_str())
-                .bind(r.sequence_number)
-                .bind(r.expires_at)
-                .bind(r.msg.sender.as_str())
-                .bind(r.msg.mode.as_str())
-                .bind(*id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        // Claimed heads are leased before the commit: the claim scan shares this connection,
-        // so it cannot see the rows before their leases exist.
-        let heads: Vec<i64> = match opts.claim_heads_until {
-            Some(until) => {
-                let mut ledger = self.ledger.lock();
-                inserts
-                    .iter()
-                    .filter(|(_, claim)| *claim)
-                    .map(|(i, _)| {
-                        ledger.claim(ids[*i], until, &rows[*i].msg.receiver);
-                        ids[*i]
-                    })
-                    .collect()
-            }
-            None => Vec::new(),
+        let tx = SqliteEnqueue {
+            tx: conn.begin().await?,
+            ledger: &self.ledger,
+            claimed: Vec::new(),
+            inserted: Vec::new(),
         };
-        if let Err(e) = tx.commit().await {
-            let mut ledger = self.ledger.lock();
-            for id in &heads {
-                ledger.claims.remove(id);
-            }
-            return Err(e.into());
-        }
-        {
-            let mut ledger = self.ledger.lock();
-            for (i, _) in &inserts {
-                ledger.add_pending(&rows[*i].msg.receiver, 1);
-            }
-        }
-
-        Ok(actions
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                Action::Insert { claim } => EnqueueOutcome::Inserted {
-                    id: ids[i],
-                    claimed: *claim,
-                },
-                Action::Overwrite { id } => EnqueueOutcome::Replaced { id: *id },
-                Action::FoldInto { into } => EnqueueOutcome::Replaced { id: ids[*into] },
-                Action::Skip(o) => *o,
-            })
-            .collect())
+        enqueue::run(tx, rows, opts).await
     }
 
     async fn claim(
@@ -409,54 +394,50 @@ impl Channel for SqliteChannel {
         limit: u32,
         now_ms: i64,
         lease_ms: i64,
-        _min_id: i64,
     ) -> Result<Vec<OutboxMessage>> {
         let limit = limit as usize;
         let until = now_ms + lease_ms;
-        let mut chosen: Vec<i64> = Vec::with_capacity(limit);
+        let mut chosen: Vec<OutboxMessage> = Vec::with_capacity(limit);
         // Receivers whose earlier pending row is not claimable now: their later rows wait.
         let mut blocked: HashSet<String> = HashSet::new();
-        // `_min_id` is ignored: it exists to skip index entries of settled rows that Postgres
-        // keeps until vacuum; SQLite drops them at once, so a scan from the start reads only
-        // pending rows, and it sees every receiver's earliest one (the FIFO guard needs no
-        // second look-up).
+        // From the start: SQLite drops index entries of settled rows at once, so the scan
+        // reads only pending rows, and it sees every receiver's earliest one (the FIFO guard
+        // needs no second look-up).
         let mut after = 0i64;
         // The first page expects most rows to be claimable; later pages double.
         let mut page_len = (limit as i64 + limit as i64 / 4).clamp(64, SCAN_PAGE);
-        // Held across the pages and the fetch: nothing else changes the rows in between.
+        // Held across the pages: nothing else changes the rows in between.
         let mut conn = self.connection().await?;
         while chosen.len() < limit {
-            // One row holding the page as JSON: sqlx hands each result row across threads
-            // on its own, which cost more than the scan itself.
-            let json: String = sqlx::query_scalar(
-                "SELECT json_group_array(json_array(id, receiver, send_at)) FROM ( \
-                   SELECT id, receiver, send_at FROM outbox_messages \
-                   WHERE partition = ? AND id > ? AND acked = 0 AND dead_lettered = 0 \
-                   ORDER BY id LIMIT ?)",
-            )
-            .bind(i64::from(partition))
-            .bind(after)
-            .bind(page_len)
-            .fetch_one(&mut *conn)
-            .await?;
-            let mut page: Vec<(i64, String, i64)> =
-                serde_json::from_str(&json).map_err(decode_error)?;
-            page.sort_unstable_by_key(|(id, _, _)| *id);
+            // The page's whole rows, as one JSON result row: sqlx hands each result row
+            // across threads on its own, which cost more than the scan itself, and reading
+            // the rows in the scan saves looking each chosen one up again.
+            let page = scan_json(&mut conn, partition, after, page_len).await?;
             let last_page = (page.len() as i64) < page_len;
             page_len = (page_len * 2).min(SCAN_PAGE);
             let mut ledger = self.ledger.lock();
             ledger.prune(now_ms);
-            for (id, receiver, send_at) in page {
-                after = id;
-                if blocked.contains(&receiver) {
+            for row in page {
+                after = row.id;
+                if blocked.contains(&row.receiver) {
                     continue;
                 }
-                if send_at > now_ms || ledger.held(id, now_ms) {
-                    blocked.insert(receiver);
+                if row.send_at > now_ms || ledger.held(row.id, now_ms) {
+                    blocked.insert(row.receiver);
                     continue;
                 }
-                ledger.claim(id, until, &receiver);
-                chosen.push(id);
+                let mut m = match row.into_message() {
+                    Ok(m) => m,
+                    Err(e) => {
+                        for m in &chosen {
+                            ledger.claims.remove(&m.id);
+                        }
+                        return Err(e);
+                    }
+                };
+                ledger.claim(m.id, until, &m.receiver);
+                m.claimed_until = until;
+                chosen.push(m);
                 if chosen.len() == limit {
                     break;
                 }
@@ -466,24 +447,7 @@ impl Channel for SqliteChannel {
                 break;
             }
         }
-        if chosen.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut rows = match fetch_json(&mut conn, &chosen).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                let mut ledger = self.ledger.lock();
-                for id in &chosen {
-                    ledger.claims.remove(id);
-                }
-                return Err(e);
-            }
-        };
-        for m in &mut rows {
-            m.claimed_until = until;
-        }
-        rows.sort_unstable_by_key(|m| m.id);
-        Ok(rows)
+        Ok(chosen)
     }
 
     async fn settle(&self, s: &Settlement, now_ms: i64) -> Result<()> {
@@ -690,25 +654,35 @@ impl Channel for SqliteChannel {
     }
 }
 
-/// Full rows by id, as one JSON result row (see the claim scan for why), in id order.
-async fn fetch_json(conn: &mut SqliteConnection, ids: &[i64]) -> Result<Vec<OutboxMessage>> {
-    let json: String = sqlx::query_scalar(
-        "SELECT json_group_array(json_array(id, tenant, namespace, channel, partition, sender, \
-           receiver, receiver_type, msg_type, hex(payload), headers, idempotency_key, conflict, \
-           sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
-           dead_reason, last_error, expires_at, mode)) \
-         FROM outbox_messages WHERE id IN (SELECT value FROM json_each(?))",
-    )
-    .bind(serde_json::to_string(ids).map_err(decode_error)?)
-    .fetch_one(conn)
-    .await?;
-    let rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(decode_error)?;
-    let mut out = rows
-        .into_iter()
-        .map(JsonRow::into_message)
-        .collect::<Result<Vec<_>>>()?;
-    out.sort_unstable_by_key(|m| m.id);
-    Ok(out)
+/// The columns of a [`JsonRow`], in its order.
+const JSON_ROW: &str = "json_array(id, tenant, namespace, channel, partition, sender, receiver, \
+    receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, conflict, \
+    sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
+    dead_reason, last_error, expires_at, mode)";
+
+/// Up to `limit` pending rows of `partition` after `after`, in id order, as one JSON result
+/// row.
+async fn scan_json(
+    conn: &mut SqliteConnection,
+    partition: u32,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<JsonRow>> {
+    let sql = format!(
+        "SELECT json_group_array({JSON_ROW}) FROM ( \
+           SELECT * FROM outbox_messages \
+           WHERE partition = ? AND id > ? AND acked = 0 AND dead_lettered = 0 \
+           ORDER BY id LIMIT ?)"
+    );
+    let json: String = sqlx::query_scalar(&sql)
+        .bind(i64::from(partition))
+        .bind(after)
+        .bind(limit)
+        .fetch_one(conn)
+        .await?;
+    let mut rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(decode_error)?;
+    rows.sort_unstable_by_key(|r| r.id);
+    Ok(rows)
 }
 
 /// A result that did not decode, as the database error sqlx would have raised.
@@ -716,7 +690,7 @@ fn decode_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> crate
     sqlx::Error::Decode(e.into()).into()
 }
 
-/// One row of [`fetch_json`], fields in its `json_array` order.
+/// One row of [`scan_json`], fields in its `json_array` order ([`JSON_ROW`]).
 #[derive(serde::Deserialize)]
 struct JsonRow {
     id: i64,
@@ -729,6 +703,7 @@ struct JsonRow {
     receiver_type: String,
     msg_type: String,
     payload_hex: String,
+    principal: String,
     headers: String,
     idempotency_key: String,
     conflict: String,
@@ -747,9 +722,20 @@ struct JsonRow {
 
 impl JsonRow {
     fn into_message(self) -> Result<OutboxMessage> {
+        let conflict = Conflict::from_stored(&self.conflict).ok_or_else(|| {
+            decode_error(format!(
+                "row {}: unknown conflict {:?}",
+                self.id, self.conflict
+            ))
+        })?;
+        let mode = DispatchMode::from_stored(&self.mode).ok_or_else(|| {
+            decode_error(format!("row {}: unknown mode {:?}", self.id, self.mode))
+        })?;
         Ok(OutboxMessage {
             payload: unhex(&self.payload_hex)
-                .ok_or_else(|| decode_error(format!("row {}: payload is not hex", self.id)))?,
+                .ok_or_else(|| decode_error(format!("row {}: payload is not hex", self.id)))?
+                .into(),
+            principal: self.principal,
             id: self.id,
             tenant: self.tenant,
             namespace: self.namespace,
@@ -761,7 +747,7 @@ impl JsonRow {
             msg_type: self.msg_type,
             headers: self.headers,
             idempotency_key: self.idempotency_key,
-            conflict: self.conflict,
+            conflict,
             sequence_number: self.sequence_number,
             delivery_count: self.delivery_count,
             refusals: self.refusals,
@@ -773,7 +759,7 @@ impl JsonRow {
             dead_reason: self.dead_reason,
             last_error: self.last_error,
             expires_at: self.expires_at,
-            mode: self.mode,
+            mode,
         })
     }
 }

@@ -274,6 +274,7 @@ pub async fn append_stores_a_repeated_key_once(store: Store) {
         .dispatch(
             vec![msg("W/1", "third").with_key("k1", Conflict::Append)],
             &rx,
+            None,
         )
         .await
         .unwrap();
@@ -333,7 +334,10 @@ pub async fn overwrite_replaces_pending_and_never_with_an_older_sequence(store: 
     let o = outbox.store(hb("seq8", 8)).await.unwrap();
     assert!(matches!(o, EnqueueOutcome::Inserted { .. }), "{o:?}");
     // An OVERWRITE replacement in dispatch counts as accepted.
-    let res = outbox.dispatch(vec![hb("seq9", 9)], &rx).await.unwrap();
+    let res = outbox
+        .dispatch(vec![hb("seq9", 9)], &rx, None)
+        .await
+        .unwrap();
     assert_eq!((res.accepted, res.rejected), (1, 0));
 }
 
@@ -443,7 +447,7 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
     let rx = TestReceiver::new();
     rx.script("W/3", [Answer::Capacity(1)]);
     let targets: Vec<NewMessage> = (0..30).map(|i| msg(&format!("W/{i}"), "cfg")).collect();
-    let res = outbox.dispatch(targets, &rx).await.unwrap();
+    let res = outbox.dispatch(targets, &rx, None).await.unwrap();
     assert_eq!(res.accepted + res.rejected, 30);
     // 10 attempted (limit 10), one of them refused for capacity.
     assert_eq!((res.accepted, res.rejected), (9, 21));
@@ -463,7 +467,7 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
         .await
         .unwrap();
     let res = outbox
-        .dispatch(vec![msg("Q/1", "second")], &rx)
+        .dispatch(vec![msg("Q/1", "second")], &rx, None)
         .await
         .unwrap();
     assert_eq!((res.accepted, res.rejected), (0, 1));
@@ -476,6 +480,7 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
                 msg("E/1", "gone").with_ttl_ms(0),
             ],
             &rx,
+            None,
         )
         .await
         .unwrap();
@@ -500,7 +505,7 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
     let outbox = store.open(config).await;
     let rx = TestReceiver::new();
     let res = outbox
-        .dispatch(vec![msg("Q/1", "second")], &rx)
+        .dispatch(vec![msg("Q/1", "second")], &rx, None)
         .await
         .unwrap();
     assert_eq!(
@@ -527,7 +532,10 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
             .unwrap(),
         1
     );
-    let res = outbox.dispatch(vec![msg("R/1", "m1")], &rx).await.unwrap();
+    let res = outbox
+        .dispatch(vec![msg("R/1", "m1")], &rx, None)
+        .await
+        .unwrap();
     assert_eq!(
         (res.accepted, res.rejected),
         (0, 1),
@@ -539,7 +547,10 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
     relay.shutdown().await;
     assert_eq!(payloads_of(&rx, "R/1"), ["m0", "m1"]);
     // Both delivered: R/1 has nothing pending, so the next dispatch goes straight through.
-    let res = outbox.dispatch(vec![msg("R/1", "m2")], &rx).await.unwrap();
+    let res = outbox
+        .dispatch(vec![msg("R/1", "m2")], &rx, None)
+        .await
+        .unwrap();
     assert_eq!((res.accepted, res.rejected), (1, 0));
     assert_eq!(payloads_of(&rx, "R/1"), ["m0", "m1", "m2"]);
 }
@@ -551,14 +562,14 @@ pub async fn dead_relays_claims_reappear_after_the_lease(store: Store) {
     let rx = TestReceiver::new();
     outbox.store(msg("W/1", "x")).await.unwrap();
     // A relay claims the row and dies without settling. The lease runs from `now`.
-    let t0 = std::time::Instant::now();
-    let now = sluice_outbox::now_ms();
-    let claimed = outbox.channel().claim(0, 10, now, 300, 0).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    let now = outbox.now_ms();
+    let claimed = outbox.channel().claim(0, 10, now, 300).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         outbox
             .channel()
-            .claim(0, 10, now, 300, 0)
+            .claim(0, 10, now, 300)
             .await
             .unwrap()
             .is_empty(),
@@ -758,13 +769,29 @@ pub async fn retry_budget_defers_retries_beyond_the_budget(store: Store) {
     let outbox = store.open(config).await;
     let rx = TestReceiver::new();
     rx.always("W/1", Answer::Transient("down"));
-    outbox.store(msg("W/1", "x")).await.unwrap();
+    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("W/1", "x")).await.unwrap() else {
+        panic!("not stored")
+    };
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     // 1 first attempt + 3 budgeted retries; then retries are deferred, not attempted.
     rx.wait_for("4 attempts", T, |r| r.seen().len() >= 4).await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // observe that nothing more happens
+    let row = || async { outbox.channel().get(id).await.unwrap().unwrap() };
+    eventually("the 4th failure settled", T, || async {
+        row().await.delivery_count == 4
+    })
+    .await;
+    // Each deferral moves the row's send_at without an attempt: see the relay come back to
+    // it twice, and attempt nothing.
+    for deferral in 1..=2 {
+        let before = row().await.send_at;
+        eventually(&format!("deferral {deferral}"), T, || async {
+            row().await.send_at > before
+        })
+        .await;
+    }
     relay.shutdown().await;
-    assert_eq!(rx.seen().len(), 4);
+    assert_eq!(rx.seen().len(), 4, "no attempt beyond the budget");
+    assert_eq!(row().await.delivery_count, 4);
     assert!(outbox.dlq_list(None, 10).await.unwrap().is_empty());
 }
 
@@ -777,7 +804,8 @@ pub async fn stats_report_depth_and_oldest_age_per_partition(store: Store) {
     let p0 = (0..10)
         .filter(|i| outbox.partition_of(&format!("W/{i}")) == 0)
         .count() as u64;
-    tokio::time::sleep(Duration::from_millis(30)).await; // let the messages age
+    // Paused time: move the clock instead of sleeping.
+    tokio::time::advance(Duration::from_millis(30)).await;
     let stats = outbox.stats().await.unwrap();
     assert_eq!(stats[0].depth, p0);
     assert_eq!(stats[1].depth, 10 - p0);
@@ -785,7 +813,8 @@ pub async fn stats_report_depth_and_oldest_age_per_partition(store: Store) {
         stats
             .iter()
             .filter(|s| s.depth > 0)
-            .all(|s| s.oldest_pending_age_ms >= 25)
+            .all(|s| s.oldest_pending_age_ms >= 30),
+        "{stats:?}"
     );
 }
 
@@ -814,16 +843,14 @@ pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
     let ch = outbox.channel();
     // Nothing is older than an hour ago.
     assert_eq!(
-        ch.compact(0, sluice_outbox::now_ms() - 3_600_000, 100)
+        ch.compact(0, outbox.now_ms() - 3_600_000, 100)
             .await
             .unwrap(),
         0
     );
     // Everything acked before "now + 1 s" goes; dead letters and pending rows stay.
     assert_eq!(
-        ch.compact(0, sluice_outbox::now_ms() + 1_000, 100)
-            .await
-            .unwrap(),
+        ch.compact(0, outbox.now_ms() + 1_000, 100).await.unwrap(),
         2
     );
     assert_eq!(outbox.dlq_list(None, 10).await.unwrap().len(), 1);
@@ -831,8 +858,8 @@ pub async fn compaction_deletes_only_acked_rows_past_retention(store: Store) {
 }
 
 pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Store) {
-    // Batches stay full, so the relay claims from its low-water mark; the delayed row has a
-    // lower id than everything after it and must still be delivered (the mark resets).
+    // Batches stay full while the delayed row, whose id is lower than everything after it,
+    // becomes due: it must still be delivered, not starved by the backlog behind it.
     let outbox = store
         .open(
             fast_config()
@@ -863,7 +890,7 @@ pub async fn a_delayed_low_id_message_is_not_starved_by_full_batches(store: Stor
 }
 
 pub async fn fifo_holds_under_backoff_while_batches_stay_full(store: Store) {
-    // Full batches engage the relay's low-water mark; A's retried head must still go first.
+    // Batches stay full while A's head backs off; A's retried head must still go first.
     let config = fast_config()
         .partitions(1)
         .relay_batch_size(5)
@@ -910,12 +937,8 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
     };
     // The relay claims beat1; beat2 cannot replace a claimed row, so it is stored behind it.
     let part = outbox.partition_of("Leader/9");
-    let now = sluice_outbox::now_ms();
-    let claimed = outbox
-        .channel()
-        .claim(part, 10, now, 30_000, 0)
-        .await
-        .unwrap();
+    let now = outbox.now_ms();
+    let claimed = outbox.channel().claim(part, 10, now, 30_000).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![a]);
     let EnqueueOutcome::Inserted { id: b, .. } = outbox.store(hb("beat2")).await.unwrap() else {
         panic!("second heartbeat not inserted behind the claimed one")
@@ -938,12 +961,8 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
     );
     assert!(!outbox.channel().get(b).await.unwrap().unwrap().acked);
     // The same for a claimed row released without an attempt; the newest stays pending.
-    let now = sluice_outbox::now_ms();
-    let claimed = outbox
-        .channel()
-        .claim(part, 10, now, 30_000, 0)
-        .await
-        .unwrap();
+    let now = outbox.now_ms();
+    let claimed = outbox.channel().claim(part, 10, now, 30_000).await.unwrap();
     assert_eq!(claimed.iter().map(|m| m.id).collect::<Vec<_>>(), vec![b]);
     let EnqueueOutcome::Inserted { id: c, .. } = outbox.store(hb("beat3")).await.unwrap() else {
         panic!("third heartbeat not inserted")
@@ -966,4 +985,56 @@ pub async fn overwrite_supersedes_a_claimed_row_that_goes_back_to_pending(store:
         .await;
     relay.shutdown().await;
     assert_eq!(payloads_of(&rx, "Leader/9"), vec!["beat3"]);
+}
+
+/// `dispatch`'s immediate attempts give up at the caller's deadline even when the receiver
+/// ignores it (the permit is not held longer), and the message stays for the relay; with the
+/// deadline already past nothing is attempted.
+pub async fn dispatch_gives_up_at_the_callers_deadline(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    rx.script("W/1", [Answer::Stall(10_000)]);
+    let t0 = tokio::time::Instant::now();
+    let deadline = (t0 + Duration::from_millis(200)).into_std();
+    let res = outbox
+        .dispatch(vec![msg("W/1", "slow")], &rx, Some(deadline))
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 1));
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000),
+        "the attempt gave up after {waited:?}"
+    );
+    assert_eq!(
+        outbox.limits(),
+        vec![(0, "other".to_string(), 10)],
+        "the permit is back"
+    );
+    // Past the deadline already: stored, not attempted.
+    let gone = (tokio::time::Instant::now() - Duration::from_millis(1)).into_std();
+    let res = outbox
+        .dispatch(vec![msg("W/2", "late")], &rx, Some(gone))
+        .await
+        .unwrap();
+    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert!(payloads_of(&rx, "W/2").is_empty() && rx.seen().iter().all(|s| s.receiver != "W/2"));
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("both delivered by the relay", T, |r| {
+        r.delivered_count() == 2
+    })
+    .await;
+    relay.shutdown().await;
+    // The stalled attempt was dropped at the deadline (it never answered) and counted as a
+    // failed attempt: the relay's delivery is attempt 2.
+    let w1: Vec<(String, u32)> = rx
+        .delivered()
+        .into_iter()
+        .filter(|s| s.receiver == "W/1")
+        .map(|s| (String::from_utf8(s.payload).unwrap(), s.attempt))
+        .collect();
+    assert_eq!(w1, [("slow".to_string(), 2)]);
+    assert_eq!(payloads_of(&rx, "W/2"), ["late"]);
 }

@@ -1,8 +1,13 @@
 //! Shared test support: real stores (SQLite file in a temp dir, Postgres database created per
 //! test from `SLUICE_TEST_POSTGRES_URL`) and a native receiver implementing `Delivery`.
+//!
+//! Outboxes opened here take `now` from tokio's clock ([`TokioClock`]), so a test on paused
+//! time (`start_paused`) waits out backoffs, leases and delays in virtual time, and their
+//! channel takes no virtual time per statement ([`frozen`]).
 #![allow(dead_code)]
 
 pub mod bodies;
+pub mod frozen;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -12,63 +17,116 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_outbox::{Delivery, DeliveryError, Outbox, OutboxConfig, OutboxMessage};
+use sluice_outbox::{
+    Channel, Delivery, DeliveryError, Envelope, Outbox, OutboxConfig, PostgresChannel,
+    SqliteChannel, TokioClock,
+};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-/// Where a test's outbox lives. `open` can be called again to simulate a restart.
-pub enum Store {
+/// Where a test's outbox lives. `open` can be called again to simulate a restart; every
+/// opening shares the store's clock, so time never goes backwards across a restart.
+pub struct Store {
+    pub kind: StoreKind,
+    clock: TokioClock,
+}
+
+pub enum StoreKind {
     Sqlite(tempfile::TempDir),
     Postgres(String),
 }
 
 impl Store {
-    pub fn sqlite() -> Self {
-        Store::Sqlite(tempfile::tempdir().expect("temp dir"))
-    }
-
-    /// A fresh database on the test server, or `None` (with a loud message) when no server is
-    /// configured outside CI. In CI a missing server fails the test.
-    pub async fn postgres() -> Option<Self> {
-        let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-            if std::env::var_os("CI").is_some() {
-                panic!(
-                    "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
-                );
-            }
-            // Written to the stderr handle, not eprintln!: libtest captures the macros.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "*** SKIPPING Postgres test: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
-            );
-            return None;
-        };
-        use sqlx::Connection;
-        let mut admin = sqlx::PgConnection::connect(&base)
-            .await
-            .expect("connect to test Postgres");
-        let name = format!("sluice_t_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .expect("create test database");
-        let (prefix, _) = base.rsplit_once('/').expect("URL with a database name");
-        Some(Store::Postgres(format!("{prefix}/{name}")))
-    }
-
-    pub async fn open(&self, config: OutboxConfig) -> Outbox {
-        match self {
-            Store::Sqlite(dir) => Outbox::open_sqlite(dir.path().join("outbox.db"), config)
-                .await
-                .expect("open sqlite outbox"),
-            Store::Postgres(url) => Outbox::open_postgres(url, config)
-                .await
-                .expect("open postgres outbox"),
+    fn of(kind: StoreKind) -> Self {
+        Self {
+            kind,
+            clock: TokioClock::new(),
         }
     }
 
+    pub fn sqlite() -> Self {
+        Self::of(StoreKind::Sqlite(tempfile::tempdir().expect("temp dir")))
+    }
+
+    /// A fresh database on the test server named by `SLUICE_TEST_POSTGRES_URL`. Without one
+    /// the test fails: it is never skipped.
+    pub async fn postgres() -> Self {
+        let base = std::env::var("SLUICE_TEST_POSTGRES_URL").expect(
+            "SLUICE_TEST_POSTGRES_URL is not set: run `eval \"$(scripts/postgres.sh)\"` first",
+        );
+        use sqlx::Connection;
+        let name = format!("sluice_t_{}", uuid::Uuid::new_v4().simple());
+        frozen::frozen(async {
+            let mut admin = sqlx::PgConnection::connect(&base)
+                .await
+                .expect("connect to test Postgres");
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut admin)
+                .await
+                .expect("create test database");
+        })
+        .await;
+        let (prefix, _) = base.rsplit_once('/').expect("URL with a database name");
+        Self::of(StoreKind::Postgres(format!("{prefix}/{name}")))
+    }
+
+    pub async fn open(&self, config: OutboxConfig) -> Outbox {
+        let channel: Arc<dyn Channel> = frozen::frozen(async {
+            match &self.kind {
+                StoreKind::Sqlite(dir) => Arc::new(
+                    SqliteChannel::open(dir.path().join("outbox.db"))
+                        .await
+                        .expect("open sqlite outbox"),
+                ) as Arc<dyn Channel>,
+                StoreKind::Postgres(url) => Arc::new(
+                    PostgresChannel::open(url, config.partitions + 4)
+                        .await
+                        .expect("open postgres outbox"),
+                ),
+            }
+        })
+        .await;
+        Outbox::with_clock(
+            Arc::new(frozen::Frozen(channel)),
+            config,
+            Arc::new(self.clock),
+        )
+        .await
+        .expect("open outbox")
+    }
+
     pub fn is_postgres(&self) -> bool {
-        matches!(self, Store::Postgres(_))
+        matches!(self.kind, StoreKind::Postgres(_))
+    }
+}
+
+/// A test's Postgres database is dropped with its `Store` (a 100k-row test leaves ~100 MB),
+/// from a thread of its own: the test's runtime may be paused or shutting down.
+impl Drop for Store {
+    fn drop(&mut self) {
+        let StoreKind::Postgres(url) = &self.kind else {
+            return;
+        };
+        let Some((base, name)) = url.rsplit_once('/') else {
+            return;
+        };
+        let admin = format!("{base}/postgres");
+        let name = name.to_string();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                use sqlx::Connection;
+                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
     }
 }
 
@@ -89,6 +147,8 @@ pub fn fast_config() -> sluice_outbox::OutboxConfigBuilder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     Ok,
+    /// Take this long (tokio time), then succeed; ignores any deadline.
+    Stall(u64),
     Capacity(u64),
     Transient(&'static str),
     Permanent(&'static str),
@@ -100,8 +160,11 @@ pub struct Seen {
     pub id: i64,
     pub receiver: String,
     pub payload: Vec<u8>,
+    pub principal: Option<String>,
+    pub attempt: u32,
     pub ok: bool,
-    pub at: std::time::Instant,
+    /// On tokio's clock (virtual on paused time).
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -181,7 +244,7 @@ impl TestReceiver {
         timeout: Duration,
         cond: impl Fn(&TestReceiver) -> bool,
     ) {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         loop {
             let notified = self.notify.notified();
             if cond(self) {
@@ -201,7 +264,7 @@ impl TestReceiver {
 
 #[async_trait]
 impl Delivery for TestReceiver {
-    async fn deliver(&self, msg: &OutboxMessage) -> Result<(), DeliveryError> {
+    async fn deliver(&self, msg: Envelope) -> Result<(), DeliveryError> {
         {
             let mut st = self.state.lock();
             let n = st.in_flight.entry(msg.id).or_default();
@@ -218,6 +281,12 @@ impl Delivery for TestReceiver {
             scripted
                 .or_else(|| st.always.get(&msg.receiver).cloned())
                 .unwrap_or(Answer::Ok)
+        };
+        let answer = if let Answer::Stall(ms) = answer {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Answer::Ok
+        } else {
+            answer
         };
         let answer = if answer == Answer::Ok {
             let cap = self.capacity.load(Ordering::Relaxed);
@@ -237,7 +306,7 @@ impl Delivery for TestReceiver {
             answer
         };
         let result = match answer {
-            Answer::Ok => Ok(()),
+            Answer::Ok | Answer::Stall(_) => Ok(()),
             Answer::Capacity(ms) => Err(DeliveryError::mailbox_full(ms)),
             Answer::Transient(e) => Err(DeliveryError::Transient(e.into())),
             Answer::Permanent(e) => Err(DeliveryError::Permanent(e.into())),
@@ -249,10 +318,12 @@ impl Delivery for TestReceiver {
             }
             st.seen.push(Seen {
                 id: msg.id,
-                receiver: msg.receiver.clone(),
-                payload: msg.payload.clone(),
+                receiver: msg.receiver,
+                payload: msg.payload.to_vec(),
+                principal: msg.principal,
+                attempt: msg.attempt,
                 ok: result.is_ok(),
-                at: std::time::Instant::now(),
+                at: Instant::now(),
             });
         }
         self.notify.notify_waiters();
@@ -266,10 +337,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = Instant::now() + timeout;
     while !cond().await {
         assert!(
-            tokio::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "timed out after {timeout:?} waiting for: {what}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -95,7 +95,7 @@ impl GuestHost for HostInner {
         req: wit::DispatchRequest,
         me: &ActorId,
         principal: &Arc<str>,
-        _deadline: Option<Instant>,
+        deadline: Option<Instant>,
     ) -> Result<wit::DispatchResult, ActorError> {
         let msgs =
             reliable::dispatch_messages(&req, me, principal, self.env.config.max_payload_bytes)?;
@@ -107,7 +107,7 @@ impl GuestHost for HostInner {
         self.check_ipc(me, principal, bytes)?;
         let outbox = self.attached_outbox()?;
         let d = outbox
-            .dispatch(msgs, &self.delivery())
+            .dispatch(msgs, &self.delivery(), deadline)
             .await
             .map_err(outbox_error)?;
         Ok(wit::DispatchResult {
