@@ -8,4 +8,5 @@ mod config;
 mod start;
 
 pub use config::{AppConfig, IngressSettings, SupervisorConfig};
-pub use start::{AppError, Database, start, start_with};
+pub use sluice_outbox::DatabaseUrl;
+pub use start::{AppError, start, start_with};

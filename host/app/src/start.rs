@@ -2,8 +2,9 @@
 //! the database it names (SQLite in the app folder by default), every child deployed before
 //! the relay starts delivering.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use sluice_outbox::DatabaseUrl;
 use sluice_runtime::{Host, HostConfig, HostError, LoadError};
 
 use crate::config::AppConfig;
@@ -18,17 +19,10 @@ pub enum AppError {
     /// The host could not start (engine, instance pool).
     #[error(transparent)]
     Host(#[from] HostError),
-    /// The outbox's database could not be opened or migrated.
+    /// The outbox's database URL is not one this build can open, or the database could not
+    /// be opened or migrated.
     #[error("outbox: {0}")]
     Outbox(#[from] sluice_outbox::Error),
-    /// The database URL names a backend this build does not have.
-    #[error("database URL {url:?}: {reason}")]
-    Database {
-        /// The URL as given.
-        url: String,
-        /// Why it was refused.
-        reason: String,
-    },
     /// The app folder could not be prepared (its `.sluice` directory).
     #[error("{path}: {source}")]
     Io {
@@ -37,41 +31,6 @@ pub enum AppError {
         /// The I/O error.
         source: std::io::Error,
     },
-}
-
-/// Where the outbox lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Database {
-    /// An SQLite file (`sqlite://PATH` or a plain path).
-    Sqlite(PathBuf),
-    /// A Postgres server shared by hosts (`postgres://…` or `postgresql://…`).
-    Postgres(String),
-}
-
-impl Database {
-    /// Parses a `--database-url`: `postgres://…`, `postgresql://…`, `sqlite://PATH`, or
-    /// `sqlite:PATH`. Any other scheme is refused (a typo must not silently pick a backend).
-    pub fn parse(url: &str) -> Result<Self, AppError> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Ok(Self::Postgres(url.to_string()));
-        }
-        if let Some(path) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-        {
-            if path.is_empty() {
-                return Err(AppError::Database {
-                    url: url.into(),
-                    reason: "names no file".into(),
-                });
-            }
-            return Ok(Self::Sqlite(PathBuf::from(path)));
-        }
-        Err(AppError::Database {
-            url: url.into(),
-            reason: "expected postgres://…, postgresql://… or sqlite://PATH".into(),
-        })
-    }
 }
 
 /// Starts a host for the app in `dir`: its `[host]` settings (then `overrides`), every
@@ -86,7 +45,7 @@ pub async fn start(
 /// As [`start`], with the outbox in `database` when given.
 pub async fn start_with(
     dir: &Path,
-    database: Option<&Database>,
+    database: Option<&DatabaseUrl>,
     mut overrides: impl FnMut(&mut HostConfig),
 ) -> Result<(Host, AppConfig), AppError> {
     let app = AppConfig::load(dir)?;
@@ -113,8 +72,7 @@ pub async fn start_with(
             .collect();
     }
     let outbox = match database {
-        Some(Database::Postgres(url)) => sluice_outbox::Outbox::open_postgres(url, ocfg).await?,
-        Some(Database::Sqlite(path)) => sluice_outbox::Outbox::open_sqlite(path, ocfg).await?,
+        Some(url) => sluice_outbox::Outbox::open(url, ocfg).await?,
         None => {
             let d = dir.join(".sluice");
             std::fs::create_dir_all(&d).map_err(|source| AppError::Io {
@@ -130,39 +88,4 @@ pub async fn start_with(
     }
     host.attach_outbox(outbox);
     Ok((host, app))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_urls_pick_a_backend_or_are_refused() {
-        assert_eq!(
-            Database::parse("postgres://u@h/db").unwrap(),
-            Database::Postgres("postgres://u@h/db".into())
-        );
-        assert!(matches!(
-            Database::parse("postgresql://h/db").unwrap(),
-            Database::Postgres(_)
-        ));
-        assert_eq!(
-            Database::parse("sqlite:///tmp/o.db").unwrap(),
-            Database::Sqlite("/tmp/o.db".into())
-        );
-        assert_eq!(
-            Database::parse("sqlite:o.db").unwrap(),
-            Database::Sqlite("o.db".into())
-        );
-        for bad in [
-            "postgre://h/db",
-            "mysql://h/db",
-            "/tmp/o.db",
-            "sqlite://",
-            "",
-        ] {
-            let e = Database::parse(bad).unwrap_err();
-            assert!(matches!(e, AppError::Database { .. }), "{bad}: {e}");
-        }
-    }
 }

@@ -263,7 +263,7 @@ async fn run(
     sluice_cli::metrics_export::handle();
     let database = database_url
         .as_deref()
-        .map(sluice_app::Database::parse)
+        .map(|u| u.parse::<sluice_app::DatabaseUrl>())
         .transpose()?;
     let (host, app) = sluice_app::start_with(&app_dir, database.as_ref(), |_| {})
         .await
