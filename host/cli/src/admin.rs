@@ -70,22 +70,58 @@ fn with_guard(routes: Router, token: Option<String>) -> Router {
 ///   of this listener, so another site cannot replay or purge the DLQ through the browser.
 async fn guard(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    match token.as_deref() {
-        Some(want) => {
-            if !authorized(want, headers) {
-                return unauthorized();
+    let refusal = match token.as_deref() {
+        Some(want) if !authorized(want, headers) => Some(unauthorized()),
+        None if !host_is_loopback(headers) => Some(forbidden(
+            "the admin API without a token answers loopback names only",
+        )),
+        _ if req.method() != Method::GET
+            && req.method() != Method::HEAD
+            && !same_origin(headers) =>
+        {
+            Some(forbidden("cross-origin request refused"))
+        }
+        _ => None,
+    };
+    match refusal {
+        Some(response) => refuse(req, response).await,
+        None => next.run(req).await,
+    }
+}
+
+/// The most of a refused request's body that is read and dropped before the answer.
+const REFUSED_BODY_DRAIN: usize = 256 << 20;
+/// How long a refused request's sender gets to finish sending its body.
+const REFUSED_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Answers a refused request after reading (and dropping) the body it is still sending.
+///
+/// Answering first and closing the connection with the body unread makes the kernel reset
+/// it, and a client still writing (a `sluice deploy` with a wrong token sends megabytes)
+/// then sees a broken connection instead of the 401 that says why. The drain is bounded by
+/// the admin API's own body limit and a deadline; past either the connection closes.
+async fn refuse(req: Request, mut response: Response) -> Response {
+    use futures_util::StreamExt as _;
+    let mut body = req.into_body().into_data_stream();
+    let mut read = 0usize;
+    let drained = tokio::time::timeout(REFUSED_BODY_WAIT, async {
+        while let Some(Ok(chunk)) = body.next().await {
+            read += chunk.len();
+            if read > REFUSED_BODY_DRAIN {
+                return false;
             }
         }
-        None => {
-            if !host_is_loopback(headers) {
-                return forbidden("the admin API without a token answers loopback names only");
-            }
-        }
+        true
+    })
+    .await
+    .unwrap_or(false);
+    if !drained {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
     }
-    if req.method() != Method::GET && req.method() != Method::HEAD && !same_origin(headers) {
-        return forbidden("cross-origin request refused");
-    }
-    next.run(req).await
+    response
 }
 
 /// The token a request carries: a bearer token, or the password of HTTP Basic credentials.

@@ -6,6 +6,7 @@ struct Crash;
 
 /// Recursion the optimiser cannot turn into a loop: each frame keeps a buffer alive.
 #[inline(never)]
+#[allow(unconditional_recursion)]
 fn recurse(depth: u64) -> u64 {
     let buf = std::hint::black_box([depth; 64]);
     recurse(depth + 1) + buf[(depth % 64) as usize]
