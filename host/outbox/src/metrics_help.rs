@@ -43,6 +43,10 @@ pub fn describe() {
         "Time one outbox delivery attempt took, in seconds, by partition."
     );
     describe_gauge!(
+        "sluice_outbox_relay_batch_size",
+        "Messages the relay claims per round in one partition: grows under backlog, shrinks when idle, capped by relay_batch_size."
+    );
+    describe_gauge!(
         "sluice_outbox_limiter_current_limit",
         "Current AIMD concurrency limit of the relay for one actor_type in one partition (deliveries in flight allowed)."
     );
