@@ -55,6 +55,8 @@ func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
 		return sluice.Reply(map[string]any{"now_ms": host.NowMs()})
 	case "fail":
 		return nil, sluice.InvalidArgument("bad input")
+	case "throw":
+		return nil, errors.New("plain failure")
 	case "shed":
 		return nil, &sluice.Error{Code: sluice.CodeOverloaded, Message: "OVERLOADED: shedding load",
 			Scope: "actor", Depth: 7, Limit: 5}
