@@ -129,7 +129,7 @@ func callHost(op string, r *request) (map[string]any, error) {
 		}
 		res, err := host.Outbox().Dispatch(sluice.DispatchRequest{
 			Context: r.Context, DispatcherID: host.SelfID(), MsgType: msgType, Targets: r.Targets,
-			Payload: []byte(r.Payload), Mode: r.Mode, IdempotencyKey: r.IdempotencyKey, Conflict: r.Conflict,
+			Payload: []byte(r.Payload), Mode: sluice.DispatchMode(r.Mode), IdempotencyKey: r.IdempotencyKey, Conflict: sluice.Conflict(r.Conflict),
 		})
 		if err != nil {
 			return nil, err
