@@ -25,7 +25,7 @@ func (f HandlerFunc) Handle(env *Envelope) ([]byte, error) { return f(env) }
 // CallInit runs the registered actor's Init (used by the component glue).
 func CallInit(config string) *Error {
 	if registered == nil {
-		return NewError(CodeInternal, "no actor registered: call sluice.Register in an init function")
+		return Errorf(CodeInternal, "no actor registered: call sluice.Register in an init function")
 	}
 	if err := registered.Init(config); err != nil {
 		return AsError(err)
@@ -34,10 +34,11 @@ func CallInit(config string) *Error {
 }
 
 // CallHandle runs the registered actor's Handle (used by the component glue). A returned
-// error becomes a guest error; a panic is not recovered and traps the instance.
+// error becomes a guest error (a plain error becomes internal, "INTERNAL: " + its message, and
+// the instance keeps its state); a panic is not recovered and traps the instance.
 func CallHandle(env *Envelope) ([]byte, *Error) {
 	if registered == nil {
-		return nil, NewError(CodeInternal, "no actor registered: call sluice.Register in an init function")
+		return nil, Errorf(CodeInternal, "no actor registered: call sluice.Register in an init function")
 	}
 	out, err := registered.Handle(env)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestHandleErrorBecomesGuestErrorWithExactFields(t *testing.T) {
 		t.Fatalf("wrapped: %#v", e)
 	}
 	_, e = sluice.CallHandle(&sluice.Envelope{MsgType: "plain"})
-	if e.Code != sluice.CodeInternal || e.Message != "plain failure" {
+	if e.Code != sluice.CodeInternal || e.Message != "INTERNAL: plain failure" {
 		t.Fatalf("plain: %#v", e)
 	}
 }

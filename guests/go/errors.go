@@ -2,7 +2,9 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Code is the WIT `error-code` case name, e.g. "resource-exhausted".
@@ -18,6 +20,29 @@ const (
 	CodeUnavailable       Code = "unavailable"
 	CodeInternal          Code = "internal"
 )
+
+// Codes lists every code in the WIT `error-code` order (the rows of wit/errors.json).
+var Codes = []Code{
+	CodeResourceExhausted,
+	CodeDeadlineExceeded,
+	CodeOverloaded,
+	CodeNotFound,
+	CodeInvalidArgument,
+	CodeUnavailable,
+	CodeInternal,
+}
+
+// Name is the canonical message prefix of the code, e.g. "RESOURCE_EXHAUSTED": every
+// message reads "NAME: detail".
+func (c Code) Name() string {
+	return strings.ToUpper(strings.ReplaceAll(string(c), "-", "_"))
+}
+
+// Errorf builds an error whose message takes the canonical form "NAME: detail", e.g.
+// sluice.Errorf(sluice.CodeInvalidArgument, "bad amount %d", n).
+func Errorf(code Code, format string, args ...any) *Error {
+	return NewError(code, code.Name()+": "+fmt.Sprintf(format, args...))
+}
 
 // Error is every error that crosses the guest/host boundary. It maps losslessly to and from
 // the WIT `actor-error` record. Error() is exactly the canonical message, e.g.
@@ -112,13 +137,14 @@ func ResourceExhausted(message string, retryAfterMs int64) *Error {
 }
 
 // AsError turns any error into the *Error that crosses the boundary: a *Error (possibly
-// wrapped) is kept as is, anything else becomes internal with err.Error() as the message.
+// wrapped) is kept as is, anything else becomes internal with the message
+// "INTERNAL: " + err.Error() (wit/errors.json "uncoded").
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
-	return NewError(CodeInternal, err.Error())
+	return Errorf(CodeInternal, "%s", err.Error())
 }
 
 // Report is the error as the TESTKIT error report's "error" object.

@@ -168,11 +168,11 @@ func optU64(p *uint64) witTypes.Option[uint64] {
 
 func (witBackend) Dispatch(req DispatchRequest) (DispatchResult, error) {
 	mode := wt.DispatchMode_Cast
-	if req.Mode == "call" {
+	if req.Mode == ModeCall {
 		mode = wt.DispatchMode_Call
 	}
 	conflict := wt.Conflict_Append
-	if req.Conflict == "overwrite" {
+	if req.Conflict == ConflictOverwrite {
 		conflict = wt.Conflict_Overwrite
 	}
 	targets := req.Targets

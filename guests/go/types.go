@@ -65,6 +65,28 @@ const (
 	LevelError Level = "error"
 )
 
+// DispatchMode is the WIT `dispatch-mode`: when a dispatched message counts as delivered.
+type DispatchMode string
+
+// The dispatch modes.
+const (
+	// ModeCast: delivered once it is in the receiver's mailbox (fire and forget).
+	ModeCast DispatchMode = "cast"
+	// ModeCall: delivered once the receiver's handler returned success; errors are retried.
+	ModeCall DispatchMode = "call"
+)
+
+// Conflict is the WIT `conflict`: what a repeated idempotency key means.
+type Conflict string
+
+// The conflict policies.
+const (
+	// ConflictAppend: a repeated key is a duplicate and is stored once.
+	ConflictAppend Conflict = "append"
+	// ConflictOverwrite: last write wins; the pending message with the same key is replaced.
+	ConflictOverwrite Conflict = "overwrite"
+)
+
 // DispatchRequest is a durable fan-out request (WIT `dispatch-request`).
 type DispatchRequest struct {
 	Context        string
@@ -72,9 +94,9 @@ type DispatchRequest struct {
 	MsgType        string
 	Targets        []string
 	Payload        []byte
-	Mode           string // "cast" (default) or "call"
-	IdempotencyKey string // "" = no key
-	Conflict       string // "append" (default) or "overwrite"
+	Mode           DispatchMode // ModeCast (default, also "") or ModeCall
+	IdempotencyKey string       // "" = no key
+	Conflict       Conflict     // ConflictAppend (default, also "") or ConflictOverwrite
 	SequenceNumber *uint64
 	TTLMs          *uint64
 }

@@ -13,6 +13,7 @@ const T: Duration = Duration::from_secs(60);
 
 per_language!(
     echo_contract_holds_on_the_real_host,
+    plain_error_is_internal_with_its_message_and_the_state_survives,
     outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host,
     trap_restarts_the_instance_and_the_next_message_succeeds,
     full_mailbox_reaches_guest_as_resource_exhausted,
@@ -96,6 +97,45 @@ async fn echo_contract_holds_on_the_real_host(lang: Lang) {
             .unwrap(),
     );
     assert_eq!(r, json!({"ok": true}));
+}
+
+/// `wit/errors.json` "uncoded": an error raised without a code of its own (a Go `error`, a Python
+/// exception, a thrown JS `Error`, a Rust error through `Error::uncoded`) is a value, not a trap:
+/// `INTERNAL: <its message>`, the same instance answers next with its state, and another
+/// language's guest calling it sees the same code and message.
+async fn plain_error_is_internal_with_its_message_and_the_state_survives(lang: Lang) {
+    let Some(host) = poly_host(test_config(), lang, vec![(echo_spec(), "echo")]).await else {
+        return;
+    };
+    host.ask("Echo/2", "record", "before", T).await.unwrap();
+    let e = host.ask("Echo/2", "throw", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert_eq!(e.to_string(), "INTERNAL: plain failure");
+    assert_eq!(e.retry_after_ms, None, "{e}");
+    host.ask("Echo/2", "record", "after", T).await.unwrap();
+    let r = json(&host.ask("Echo/2", "recorded", "", T).await.unwrap());
+    assert_eq!(r["items"], json!(["before", "after"]), "state kept: {r}");
+    // Through a guest (Echo/1 asks Echo/2): the caller's SDK raises `Internal` with the same
+    // message.
+    let r = via_guest(
+        &host,
+        "ask",
+        json!({"to": "Echo/2", "msg_type": "throw", "payload": "", "timeout_ms": 5000}),
+    )
+    .await;
+    assert_eq!(
+        r["error"],
+        json!({"type": "Internal", "code": "internal", "message": "INTERNAL: plain failure",
+               "retry_after_ms": null, "skipped": false, "scope": null, "depth": null, "limit": null}),
+        "{r}"
+    );
+    // A trap would have restarted the instance with an empty list.
+    let r = json(&host.ask("Echo/2", "recorded", "", T).await.unwrap());
+    assert_eq!(
+        r["items"],
+        json!(["before", "after"]),
+        "still the same instance: {r}"
+    );
 }
 
 async fn full_mailbox_reaches_guest_as_resource_exhausted(lang: Lang) {

@@ -43,6 +43,158 @@ fn typescript_sdk_unit_tests() {
     run("guests/typescript", "npm", &["test", "--silent"]);
 }
 
+/// The Rust SDK's own tests (the error contract against `wit/errors.json`), natively: no host
+/// import is called.
+#[test]
+fn rust_sdk_unit_tests() {
+    let dir = root().join("guests/rust");
+    let out = Command::new(env!("CARGO"))
+        .args(["test", "--quiet", "-p", "sluice-guest"])
+        .current_dir(&dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("running cargo for the Rust SDK");
+    assert!(
+        out.status.success(),
+        "cargo test -p sluice-guest in {} failed:\n{}\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The Rust template as a user starts from it: its unit test passes under `cargo test`, it
+/// builds into a component, and on a real host it answers, refuses an unknown msg-type in the
+/// canonical form, and keeps its state across that error.
+#[tokio::test]
+async fn rust_template_tests_builds_and_answers_on_the_real_host() {
+    let dir = root().join("guests/rust/template");
+    for args in [
+        &["test", "--quiet"][..],
+        &["build", "--quiet", "--release", "--target", "wasm32-wasip2"][..],
+    ] {
+        let out = Command::new(env!("CARGO"))
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .expect("running cargo for the Rust template");
+        assert!(
+            out.status.success(),
+            "cargo {args:?} in {} failed:\n{}\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // guests/rust/.cargo/config.toml puts every guest build in guests/rust/target.
+    let wasm = root().join("guests/rust/target/wasm32-wasip2/release/my_actor.wasm");
+    let bytes = std::fs::read(&wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+    let host = sluice_runtime::Host::new(sluice_tests::test_config()).expect("host starts");
+    host.deploy(
+        sluice_runtime::ChildSpec::new("MyActor", "my_actor.wasm"),
+        bytes,
+    )
+    .await
+    .expect("the template deploys");
+    let t = std::time::Duration::from_secs(30);
+    let r = sluice_tests::json(&host.ask("MyActor/a", "ping", "", t).await.unwrap());
+    assert_eq!(r["pong"], 1, "{r}");
+    let e = host.ask("MyActor/a", "nope", "", t).await.unwrap_err();
+    assert_eq!(e.code, sluice_runtime::ErrorCode::InvalidArgument, "{e}");
+    assert_eq!(
+        e.to_string(),
+        r#"INVALID_ARGUMENT: unknown msg-type "nope""#
+    );
+    assert_eq!(host.ask("MyActor/a", "count", "", t).await.unwrap(), b"3");
+}
+
+/// `pip install ./guests/python` into a fresh venv installs the package (`sluice` with its
+/// `py.typed`, and the `sluice_main` entry module) and imports from the venv. The SDK imports
+/// the componentize-py bindings, so the import runs with the committed copy on the path.
+/// A copy of the folder is installed, so the build leaves nothing in the worktree.
+#[test]
+fn python_sdk_installs_with_pip_into_a_venv() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("python");
+    copy_dir(&root().join("guests/python"), &src);
+    let venv = tmp.path().join("venv");
+    run_in(
+        tmp.path(),
+        "python3",
+        &["-m", "venv", venv.to_str().unwrap()],
+    );
+    let py = venv.join("bin/python");
+    let py = py.to_str().unwrap();
+    run_in(
+        tmp.path(),
+        py,
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            src.to_str().unwrap(),
+        ],
+    );
+    let out = Command::new(py)
+        .args([
+            "-c",
+            "import importlib.resources as r, importlib.util as u, sluice; \
+             print(sluice.__file__); print(r.files('sluice').joinpath('py.typed').is_file()); \
+             print(u.find_spec('sluice_main') is not None); print(sluice.Internal('x').code)",
+        ])
+        .current_dir(tmp.path())
+        .env("PYTHONPATH", root().join("guests/python/tests/bindings"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "import failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(venv.to_str().unwrap()),
+        "imported from the venv: {stdout}"
+    );
+    assert_eq!(lines[1..], ["True", "True", "internal"], "{stdout}");
+}
+
+fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" || name == "build" || name.to_string_lossy().ends_with(".egg-info")
+        {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
 #[test]
 fn go_job_queue_outbox_unit_tests() {
     run("examples/job_queue_outbox/go", "go", &["test", "./..."]);

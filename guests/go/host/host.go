@@ -97,11 +97,12 @@ func Outbox() OutboxAPI { return OutboxAPI{} }
 func Bus() BusAPI { return BusAPI{} }
 
 // DispatchWithTargets durably fans payload out to targets (the seed's call shape). mode is
-// "cast" or "call" ("" = cast), conflict "append" or "overwrite" ("" = append),
+// sluice.ModeCast or sluice.ModeCall ("" = cast), conflict sluice.ConflictAppend or
+// sluice.ConflictOverwrite ("" = append); the literals "cast", "overwrite", … work too,
 // idemKey "" = no key. Receivers see msg-type sluice.DefaultDispatchMsgType; use Dispatch
 // for a different one or for sequence numbers and TTLs.
 func (OutboxAPI) DispatchWithTargets(ctx, dispatcherID string, targets []string, payload any,
-	mode, idemKey, conflict string) (*sluice.DispatchResult, error) {
+	mode sluice.DispatchMode, idemKey string, conflict sluice.Conflict) (*sluice.DispatchResult, error) {
 	b, err := sluice.ToBytes(payload)
 	if err != nil {
 		return nil, err
@@ -119,17 +120,17 @@ func (OutboxAPI) Dispatch(req sluice.DispatchRequest) (*sluice.DispatchResult, e
 	}
 	switch req.Mode {
 	case "":
-		req.Mode = "cast"
-	case "cast", "call":
+		req.Mode = sluice.ModeCast
+	case sluice.ModeCast, sluice.ModeCall:
 	default:
-		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown dispatch mode " + quote(req.Mode))
+		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown dispatch mode " + quote(string(req.Mode)))
 	}
 	switch req.Conflict {
 	case "":
-		req.Conflict = "append"
-	case "append", "overwrite":
+		req.Conflict = sluice.ConflictAppend
+	case sluice.ConflictAppend, sluice.ConflictOverwrite:
 	default:
-		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown conflict policy " + quote(req.Conflict))
+		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown conflict policy " + quote(string(req.Conflict)))
 	}
 	res, err := sluice.CurrentBackend().Dispatch(req)
 	if err != nil {

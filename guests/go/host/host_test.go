@@ -90,6 +90,16 @@ func TestDispatchWithTargetsSeedShape(t *testing.T) {
 	if _, err := host.Outbox().DispatchWithTargets(ctx, "L", nil, "p", "bogus", "", ""); !errors.Is(err, sluice.ErrInvalidArgument) {
 		t.Fatalf("bad mode: %v", err)
 	}
+	// The typed enums.
+	if _, err := host.Outbox().DispatchWithTargets(ctx, "L", []string{"W/1"}, "p", sluice.ModeCall, "k", sluice.ConflictOverwrite); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Calls[len(f.Calls)-1].Req; r.Mode != sluice.ModeCall || r.Conflict != sluice.ConflictOverwrite {
+		t.Fatalf("typed mode/conflict: %+v", r)
+	}
+	if _, err := host.Outbox().Dispatch(sluice.DispatchRequest{Targets: []string{"W/1"}, Conflict: sluice.Conflict("last")}); !errors.Is(err, sluice.ErrInvalidArgument) {
+		t.Fatalf("bad conflict: %v", err)
+	}
 }
 
 func TestTellReliableAndClock(t *testing.T) {

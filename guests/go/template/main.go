@@ -3,7 +3,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -27,7 +26,8 @@ func (a *myActor) Handle(env *sluice.Envelope) ([]byte, error) {
 		}
 		return reply, err
 	}
-	return nil, sluice.InvalidArgument(fmt.Sprintf("unknown msg-type %q", env.MsgType))
+	// Errors read "CODE: detail" (wit/errors.json); a plain error is INTERNAL.
+	return nil, sluice.Errorf(sluice.CodeInvalidArgument, "unknown msg-type %q", env.MsgType)
 }
 
 // Components built with -buildmode=c-shared run init functions, never main.

@@ -9,7 +9,7 @@
             return env.payload
 """
 
-from ._actor import Actor, Envelope, actor, register
+from ._actor import Abort, Actor, Envelope, abort, actor, register
 from ._host import DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, host, to_bytes
 from .errors import (
     DeadlineExceeded,
@@ -23,7 +23,7 @@ from .errors import (
 )
 
 __all__ = [
-    "Actor", "Envelope", "actor", "register", "host", "to_bytes",
+    "Actor", "Envelope", "actor", "register", "abort", "Abort", "host", "to_bytes",
     "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE",
     "SluiceError", "ResourceExhausted", "DeadlineExceeded", "Overloaded", "NotFound",
     "InvalidArgument", "Unavailable", "Internal",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from ._host import to_bytes
 from ._wit import Err, to_wit
-from .errors import SluiceError
+from .errors import Internal, SluiceError
 
-__all__ = ["Actor", "Envelope", "register", "actor", "registered", "Export"]
+__all__ = ["Actor", "Envelope", "register", "actor", "registered", "uncoded", "abort", "Abort", "Export"]
 
 
 @dataclass
@@ -36,8 +36,10 @@ class Envelope:
 class Actor:
     """Base class: override ``init`` (optional) and ``handle``.
 
-    ``handle`` may return bytes, str, None or anything JSON-serialisable; raising a
-    `SluiceError` returns a guest error to the caller, any other exception traps.
+    ``handle`` may return bytes, str, None or anything JSON-serialisable. Raising a
+    `SluiceError` returns that guest error to the caller; any other exception becomes
+    `Internal` with the message ``INTERNAL: <the exception>``, and the instance keeps its
+    state. `sluice.abort()`, ``MemoryError`` and other non-``Exception`` errors trap.
     """
 
     def init(self, config: str) -> None:  # noqa: D401 - WIT name
@@ -66,6 +68,24 @@ def registered() -> Any:
     return _registered
 
 
+class Abort(BaseException):
+    """Raised by `abort`: not an `Exception`, so it escapes ``handle`` and traps."""
+
+
+def abort(message: str = "aborted") -> NoReturn:
+    """Trap the instance on purpose (Python's panic): the caller sees ``INTERNAL`` naming a
+    trap, and the supervisor restarts the instance with fresh state. ``MemoryError`` and other
+    ``BaseException``s (``SystemExit``) trap the same way; a plain exception does not."""
+    raise Abort(message)
+
+
+def uncoded(exc: BaseException) -> Internal:
+    """A plain exception as the error that crosses the boundary: ``INTERNAL: <message>``
+    (the exception's type name when it has no message)."""
+    detail = str(exc) or type(exc).__name__
+    return Internal(f"INTERNAL: {detail}")
+
+
 class Export:
     """Implements the WIT `actor` export by forwarding to the registered actor."""
 
@@ -74,6 +94,10 @@ class Export:
             registered().init(config)
         except SluiceError as e:
             raise Err(to_wit(e)) from None
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise Err(to_wit(uncoded(e))) from None
 
     def handle(self, env: Any) -> bytes:
         e = Envelope(env.sender, env.msg_type, bytes(env.payload), env.principal, env.deadline_ms)
@@ -81,3 +105,7 @@ class Export:
             return to_bytes(registered().handle(e))
         except SluiceError as err:
             raise Err(to_wit(err)) from None
+        except MemoryError:
+            raise  # a trap: the host reports its memory limit (RESOURCE_EXHAUSTED)
+        except Exception as err:  # noqa: BLE001 - the contract: uncoded means INTERNAL
+            raise Err(to_wit(uncoded(err))) from None

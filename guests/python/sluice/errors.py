@@ -14,7 +14,16 @@ __all__ = [
     "Unavailable",
     "Internal",
     "CODES",
+    "prefix",
 ]
+
+
+def prefix(code: str) -> str:
+    """The canonical message prefix of a WIT code: ``prefix("not-found") == "NOT_FOUND"``.
+
+    Every message reads ``PREFIX: detail`` (``wit/errors.json``).
+    """
+    return code.replace("-", "_").upper()
 
 
 class SluiceError(Exception):
@@ -107,7 +116,7 @@ class Internal(SluiceError):
     code = "internal"
 
 
-#: WIT error-code name -> SDK class.
+#: WIT error-code name -> SDK class, in the WIT `error-code` order (``wit/errors.json``).
 CODES = {
     cls.code: cls
     for cls in (

@@ -20,4 +20,5 @@ class MyActor(sluice.Actor):
             except sluice.ResourceExhausted as e:
                 return {"busy": True, "retry_after_ms": e.retry_after_ms}
             return reply
-        raise sluice.InvalidArgument(f"unknown msg-type {env.msg_type!r}")
+        # Errors read `CODE: detail` (wit/errors.json); any other exception is INTERNAL.
+        raise sluice.InvalidArgument(f"INVALID_ARGUMENT: unknown msg-type {env.msg_type!r}")

@@ -102,14 +102,46 @@ def test_handle_raising_sluice_error_returns_guest_error_not_trap(fake):
     assert got.retry_after_ms == 5
 
 
-def test_handle_other_exception_propagates_as_trap(fake):
+def test_handle_plain_exception_becomes_internal_and_keeps_state(fake):
+    class A(sluice.Actor):
+        def __init__(self):
+            self.n = 0
+
+        def handle(self, env):
+            self.n += 1
+            if env.msg_type == "boom":
+                raise RuntimeError("boom")
+            if env.msg_type == "bare":
+                raise KeyError
+            return {"n": self.n}
+    register(A)
+
+    def env(t):
+        return types.Envelope(sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None)
+
+    with pytest.raises(Err) as exc:
+        Export().handle(env("boom"))
+    got = exc.value.value
+    assert got.code == types.ErrorCode.INTERNAL
+    assert got.message == "INTERNAL: boom"
+    assert got.retry_after_ms is None
+    with pytest.raises(Err) as exc:
+        Export().handle(env("bare"))
+    assert exc.value.value.message == "INTERNAL: KeyError"
+    assert Export().handle(env("x")) == b'{"n":3}'
+
+
+def test_abort_and_memory_error_propagate_as_traps(fake):
     class A(sluice.Actor):
         def handle(self, env):
-            raise RuntimeError("boom")
+            if env.msg_type == "oom":
+                raise MemoryError()
+            sluice.abort("on purpose")
     register(A)
-    env = types.Envelope(sender=None, msg_type="x", payload=b"", principal="p", deadline_ms=None)
-    with pytest.raises(RuntimeError):
-        Export().handle(env)
+    for t, exc in (("abort", sluice.Abort), ("oom", MemoryError)):
+        e = types.Envelope(sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None)
+        with pytest.raises(exc):
+            Export().handle(e)
 
 
 def test_handle_reply_conversions(fake):

@@ -1,6 +1,6 @@
 /** Actor registration: turns an `Actor` into the WIT `actor` export. */
 import type { ActorError, Envelope as WitEnvelope } from "sluice:actor/types@0.1.0";
-import { SluiceError, toWit } from "./errors.ts";
+import { Internal, SluiceError, toWit } from "./errors.ts";
 import { type Payload, toBytes } from "./host.ts";
 import { decodeUtf8 } from "./utf8.ts";
 
@@ -45,9 +45,46 @@ function guestError(e: SluiceError): never {
   throw Object.assign({}, rec, { payload: rec });
 }
 
+/** Thrown by `abort`: `register` lets it escape, and componentize-js traps on it. */
+export class Abort extends Error {
+  override name = "Abort";
+}
+
+/**
+ * Trap the instance on purpose (the TypeScript panic): the caller sees `INTERNAL` naming a
+ * trap, and the supervisor restarts the instance with fresh state.
+ */
+export function abort(message = "aborted"): never {
+  throw new Abort(message);
+}
+
+/**
+ * The runtime's own out-of-memory error (QuickJS throws it as an `InternalError`, or as a bare
+ * value when it cannot allocate even that): it traps, and the host reports its memory limit.
+ */
+function isOutOfMemory(e: unknown): boolean {
+  const m = typeof e === "string" ? e : (e as { message?: unknown } | null)?.message;
+  return typeof m === "string" && /out of memory|allocation failed/i.test(m);
+}
+
+/** A thrown value that is not a `SluiceError`, as the error that crosses the boundary. */
+export function uncoded(e: unknown): Internal {
+  const detail = e instanceof Error ? (e.message || e.name) : String(e);
+  return new Internal(`INTERNAL: ${detail}`);
+}
+
+/** Any thrown value -> a guest error (never returns), unless it must trap: `abort`, OOM. */
+function raise(e: unknown): never {
+  if (e instanceof SluiceError) guestError(e);
+  if (e instanceof Abort || isOutOfMemory(e)) throw e;
+  guestError(uncoded(e));
+}
+
 /**
  * Register the actor: `export const actor = register(new MyActor())`. A `SluiceError` thrown
- * from `init`/`handle` becomes a guest error; anything else thrown traps the instance.
+ * from `init`/`handle` becomes that guest error; anything else thrown becomes `Internal` with
+ * the message `INTERNAL: <its message>`, and the instance keeps its state. `abort()` and the
+ * runtime's out-of-memory error trap the instance.
  */
 export function register(a: Actor): ActorExport {
   return {
@@ -55,8 +92,7 @@ export function register(a: Actor): ActorExport {
       try {
         a.init?.(config);
       } catch (e) {
-        if (e instanceof SluiceError) guestError(e);
-        throw e;
+        raise(e);
       }
     },
     handle(env: WitEnvelope): Uint8Array {
@@ -67,8 +103,7 @@ export function register(a: Actor): ActorExport {
       try {
         return toBytes(a.handle(e));
       } catch (err) {
-        if (err instanceof SluiceError) guestError(err);
-        throw err;
+        raise(err);
       }
     },
   };

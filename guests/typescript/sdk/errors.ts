@@ -108,6 +108,14 @@ const CLASSES: Record<ErrorCode, new (message: string, details?: ErrorDetails) =
   "internal": Internal,
 };
 
+/** Every code, in the WIT `error-code` order (the rows of `wit/errors.json`). */
+export const CODES: readonly ErrorCode[] = Object.keys(CLASSES) as ErrorCode[];
+
+/** The canonical message prefix of a code: `prefix("not-found") === "NOT_FOUND"`. */
+export function prefix(code: ErrorCode): string {
+  return code.replace(/-/g, "_").toUpperCase();
+}
+
 const num = (v: bigint | number | undefined | null): number | null =>
   v === undefined || v === null ? null : Number(v);
 

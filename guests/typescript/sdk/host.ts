@@ -9,6 +9,12 @@ import { InvalidArgument, fromThrown } from "./errors.ts";
 import { encodeUtf8 } from "./utf8.ts";
 import { u64 } from "./u64.ts";
 
+const LOG_LEVELS: readonly string[] = ["trace", "debug", "info", "warn", "error"] satisfies LogLevel[];
+
+function isLogLevel(s: string): s is LogLevel {
+  return LOG_LEVELS.includes(s);
+}
+
 /** What a payload may be: bytes, text, or anything JSON-serialisable. */
 export type Payload = unknown;
 
@@ -140,9 +146,18 @@ export const host = {
   nowMs(): number {
     return Number(witHost.nowMs());
   },
-  /** `log("info", "text")`; `log("text")` logs at info. */
-  log(level: LogLevel | string, msg?: string): void {
-    if (msg === undefined) { msg = level; level = "info"; }
-    witHost.log(level as LogLevel, String(msg));
+  /**
+   * `log("info", "text")`; `log("text")` logs at info. A level that is not one of
+   * `trace | debug | info | warn | error` throws `InvalidArgument`.
+   */
+  log(levelOrMsg: LogLevel | string, msg?: string): void {
+    if (msg === undefined) {
+      witHost.log("info", String(levelOrMsg));
+      return;
+    }
+    if (!isLogLevel(levelOrMsg)) {
+      throw new InvalidArgument(`INVALID_ARGUMENT: unknown log level ${JSON.stringify(levelOrMsg)}`);
+    }
+    witHost.log(levelOrMsg, String(msg));
   },
 };

@@ -21,7 +21,8 @@ class MyActor {
           throw e;
         }
       default:
-        throw new InvalidArgument(`unknown msg-type ${env.msgType}`);
+        // Errors read `CODE: detail` (wit/errors.json); any other thrown value is INTERNAL.
+        throw new InvalidArgument(`INVALID_ARGUMENT: unknown msg-type ${env.msgType}`);
     }
   }
 }

@@ -3,7 +3,7 @@ import { test, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import {
   DeadlineExceeded, Envelope, InvalidArgument, NotFound, Overloaded, ResourceExhausted, SluiceError,
-  Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit,
+  Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit, abort, Abort,
 } from "../sdk/index.ts";
 import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
 import { state } from "./fake-host.ts";
@@ -63,7 +63,7 @@ test("nowMs is a number, tellReliable a path", () => {
   assert.equal(host.outbox.tellReliable("A/1", "t", "x"), "outbox");
 });
 
-test("a SluiceError thrown by handle becomes err(actor-error), other errors propagate (trap)", () => {
+test("a SluiceError thrown by handle becomes err(actor-error), a plain Error err(internal)", () => {
   const exp = register({
     handle(env: Envelope) {
       if (env.msgType === "fail") throw new InvalidArgument("bad input");
@@ -82,7 +82,42 @@ test("a SluiceError thrown by handle becomes err(actor-error), other errors prop
     assert.equal(thrown.payload.message, "bad input");
     assert.equal(thrown.code, "invalid-argument");
   }
-  assert.throws(() => exp.handle(env("crash")), /boom/);
+  // A plain Error is INTERNAL with its message, as a value: the instance (and its state) lives.
+  try {
+    exp.handle(env("crash"));
+    assert.fail("no throw");
+  } catch (thrown: any) {
+    assert.ok(!(thrown instanceof Error), "must not be an Error (componentize-js would trap)");
+    assert.deepEqual(thrown.payload, { code: "internal", message: "INTERNAL: boom", skipped: false });
+  }
+});
+
+test("a plain throw keeps state; abort() and out-of-memory still trap", () => {
+  let n = 0;
+  const exp = register({
+    handle(env: Envelope) {
+      n++;
+      if (env.msgType === "throw-string") throw "just a string";
+      if (env.msgType === "abort") abort("on purpose");
+      if (env.msgType === "oom") throw new RangeError("out of memory");
+      if (env.msgType === "oom-bare") throw "out of memory";
+      return { n };
+    },
+  });
+  const env = (msgType: string) => ({ msgType, payload: new Uint8Array(), principal: "p" });
+  assert.throws(() => exp.handle(env("throw-string")), (t: any) => t.payload?.message === "INTERNAL: just a string");
+  assert.throws(() => exp.handle(env("abort")), (t: unknown) => t instanceof Abort && t.message === "on purpose");
+  assert.throws(() => exp.handle(env("oom")), RangeError);
+  assert.throws(() => exp.handle(env("oom-bare")), (t: unknown) => t === "out of memory");
+  assert.equal(decodeUtf8(exp.handle(env("x"))), '{"n":5}');
+});
+
+test("log takes a checked level", () => {
+  host.log("hello");
+  host.log("warn", "careful");
+  assert.throws(() => host.log("loud", "x"), (e: unknown) => e instanceof InvalidArgument
+    && e.message === 'INVALID_ARGUMENT: unknown log level "loud"');
+  assert.deepEqual(state.calls, [["log", "info", "hello"], ["log", "warn", "careful"]]);
 });
 
 test("error mapping is lossless both ways", () => {

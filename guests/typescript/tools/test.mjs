@@ -27,7 +27,9 @@ try {
   const files = readdirSync(out).filter((f) => f.endsWith(".mjs")).map((f) => join(out, f));
   // Plain-JS tests run as they are.
   files.push(...readdirSync(join(ROOT, "test")).filter((f) => f.endsWith(".test.mjs")).map((f) => join(ROOT, "test", f)));
-  const r = spawnSync(process.execPath, ["--test", ...files], { stdio: "inherit" });
+  const r = spawnSync(process.execPath, ["--test", ...files], {
+    stdio: "inherit", env: { ...process.env, SLUICE_TS_ROOT: ROOT },
+  });
   process.exitCode = r.status ?? 1;
 } finally {
   rmSync(out, { recursive: true, force: true });

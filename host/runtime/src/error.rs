@@ -24,6 +24,17 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in the WIT `error-code` order (the rows of `wit/errors.json`).
+    pub const ALL: [ErrorCode; 7] = [
+        Self::ResourceExhausted,
+        Self::DeadlineExceeded,
+        Self::Overloaded,
+        Self::NotFound,
+        Self::InvalidArgument,
+        Self::Unavailable,
+        Self::Internal,
+    ];
+
     /// The canonical upper-case prefix used in messages (`RESOURCE_EXHAUSTED`).
     pub fn canonical(self) -> &'static str {
         match self {

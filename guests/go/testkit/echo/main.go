@@ -55,6 +55,8 @@ func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
 		return sluice.Reply(map[string]any{"now_ms": host.NowMs()})
 	case "fail":
 		return nil, sluice.InvalidArgument("bad input")
+	case "throw":
+		return nil, errors.New("plain failure")
 	case "shed":
 		return nil, &sluice.Error{Code: sluice.CodeOverloaded, Message: "OVERLOADED: shedding load",
 			Scope: "actor", Depth: 7, Limit: 5}
@@ -127,7 +129,7 @@ func callHost(op string, r *request) (map[string]any, error) {
 		}
 		res, err := host.Outbox().Dispatch(sluice.DispatchRequest{
 			Context: r.Context, DispatcherID: host.SelfID(), MsgType: msgType, Targets: r.Targets,
-			Payload: []byte(r.Payload), Mode: r.Mode, IdempotencyKey: r.IdempotencyKey, Conflict: r.Conflict,
+			Payload: []byte(r.Payload), Mode: sluice.DispatchMode(r.Mode), IdempotencyKey: r.IdempotencyKey, Conflict: sluice.Conflict(r.Conflict),
 		})
 		if err != nil {
 			return nil, err

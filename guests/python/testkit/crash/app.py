@@ -1,4 +1,5 @@
-"""TESTKIT `crash`: `ok` replies alive; anything else raises an uncaught exception (a trap)."""
+"""TESTKIT `crash`: `ok` replies alive; anything else aborts (a trap: a plain exception would
+be an INTERNAL error value instead)."""
 
 import sluice
 
@@ -8,4 +9,4 @@ class Crash(sluice.Actor):
     def handle(self, env):
         if env.msg_type == "ok":
             return "alive"
-        raise RuntimeError(f"crash requested by {env.msg_type!r}")
+        sluice.abort(f"crash requested by {env.msg_type!r}")

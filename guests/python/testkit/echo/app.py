@@ -34,6 +34,8 @@ class Echo(sluice.Actor):
             return {"now_ms": host.now_ms()}
         if t == "fail":
             raise sluice.InvalidArgument("bad input")
+        if t == "throw":
+            raise ValueError("plain failure")
         if t == "shed":
             raise sluice.Overloaded("OVERLOADED: shedding load", scope="actor", depth=7, limit=5)
         if t == "log":

@@ -29,6 +29,31 @@ use bindings::sluice::actor::types as wit;
 
 pub use wit::{Conflict, DeliveryPath, DispatchMode, DispatchResult, Envelope, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt};
 
+/// Every code, in the WIT `error-code` order (the rows of `wit/errors.json`).
+pub const CODES: [ErrorCode; 7] = [
+    ErrorCode::ResourceExhausted,
+    ErrorCode::DeadlineExceeded,
+    ErrorCode::Overloaded,
+    ErrorCode::NotFound,
+    ErrorCode::InvalidArgument,
+    ErrorCode::Unavailable,
+    ErrorCode::Internal,
+];
+
+/// The canonical message prefix of a code (`RESOURCE_EXHAUSTED`): every message reads
+/// `PREFIX: detail`.
+pub fn prefix(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        ErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        ErrorCode::Overloaded => "OVERLOADED",
+        ErrorCode::NotFound => "NOT_FOUND",
+        ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+        ErrorCode::Unavailable => "UNAVAILABLE",
+        ErrorCode::Internal => "INTERNAL",
+    }
+}
+
 /// The one error type of the guest API: a code, the canonical message, and details.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -58,6 +83,18 @@ impl Error {
     /// `INTERNAL`: the actor failed.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, message)
+    }
+
+    /// An error with the canonical message `PREFIX: detail`, e.g.
+    /// `Error::canonical(ErrorCode::NotFound, "no such order")` reads `NOT_FOUND: no such order`.
+    pub fn canonical(code: ErrorCode, detail: impl fmt::Display) -> Self {
+        Self::new(code, format!("{}: {detail}", prefix(code)))
+    }
+
+    /// A plain error (one without a code of its own) as the contract's uncoded failure:
+    /// `INTERNAL: <its message>`. Use it with `?`: `x.parse::<u32>().map_err(Error::uncoded)?`.
+    pub fn uncoded(e: impl fmt::Display) -> Self {
+        Self::canonical(ErrorCode::Internal, e)
     }
 
     /// The SDK class name used across languages (`ResourceExhausted`, `NotFound`, ...).

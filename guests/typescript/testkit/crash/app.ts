@@ -1,9 +1,10 @@
-// TESTKIT `crash`: `ok` replies alive; anything else throws an uncaught Error (a trap).
-import { type Envelope, register } from "@sluice/guest";
+// TESTKIT `crash`: `ok` replies alive; anything else aborts (a trap: a plain thrown Error would
+// be an INTERNAL error value instead).
+import { type Envelope, abort, register } from "@sluice/guest";
 
 export const actor = register({
   handle(env: Envelope) {
     if (env.msgType === "ok") return "alive";
-    throw new Error(`crash requested by ${env.msgType}`);
+    abort(`crash requested by ${env.msgType}`);
   },
 });

@@ -26,6 +26,8 @@ class Echo {
         return { now_ms: host.nowMs() };
       case "fail":
         throw new InvalidArgument("bad input");
+      case "throw":
+        throw new Error("plain failure");
       case "shed":
         throw new Overloaded("OVERLOADED: shedding load", { scope: "actor", depth: 7, limit: 5 });
       case "log":

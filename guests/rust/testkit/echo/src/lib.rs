@@ -57,6 +57,11 @@ impl Actor for Echo {
                 "sender": env.sender, "deadline_ms": env.deadline_ms}),
             "now" => json!({"now_ms": host::now_ms()}),
             "fail" => return Err(Error::invalid_argument("bad input")),
+            // A plain error (no code of its own) through `?`: the SDK makes it INTERNAL.
+            "throw" => {
+                Err(std::io::Error::other("plain failure")).map_err(Error::uncoded)?;
+                unreachable!()
+            }
             "shed" => {
                 return Err(Error {
                     overload: Some(OverloadInfo { scope: OverloadScope::Actor, depth: 7, limit: 5 }),
