@@ -144,6 +144,21 @@ mod tests {
     }
 
     #[test]
+    fn the_app_name_is_the_configured_one_else_the_folder_name() {
+        let dir = std::env::temp_dir().join(format!("sluice-app-name-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let folder = dir.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(AppConfig::parse("").unwrap().app_name(&dir), folder);
+        // `.` inside the folder names the folder too.
+        let dot = dir.join(".");
+        assert_eq!(AppConfig::parse("").unwrap().app_name(&dot), folder);
+        let named = AppConfig::parse("name = \"shop\"\n[host]\ncall_timeout_ms = 5").unwrap();
+        assert_eq!(named.app_name(&dir), "shop");
+        assert!(AppConfig::parse("name = \"\"").is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn max_activations_is_bounded_by_the_address_space_it_reserves() {
         let ok = AppConfig::parse(&format!("[host]\nmax_activations = {MAX_ACTIVATIONS}"));
         assert!(ok.is_ok(), "{:?}", ok.err());

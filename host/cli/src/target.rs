@@ -61,7 +61,15 @@ struct NamedContext {
 
 /// The config file's path (it need not exist).
 pub fn config_path() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    config_path_in(&process_env)
+}
+
+fn process_env(k: &str) -> Option<String> {
+    std::env::var(k).ok()
+}
+
+fn config_path_in(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty());
     if let Some(p) = var("SLUICE_CONFIG") {
         return Some(PathBuf::from(p));
     }
@@ -75,7 +83,16 @@ pub fn config_path() -> Option<PathBuf> {
 /// variable, then the config file's context (`SLUICE_CONTEXT` or its `current`), then the
 /// default port.
 pub fn resolve(api: Api, flag: Option<&str>) -> anyhow::Result<Target> {
-    let (env, default) = match api {
+    resolve_in(api, flag, &process_env)
+}
+
+/// As [`resolve`], reading variables through `env`.
+fn resolve_in(
+    api: Api,
+    flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Target> {
+    let (var, default) = match api {
         Api::Admin => (ADMIN_ENV, DEFAULT_ADMIN),
         Api::Ingress => (INGRESS_ENV, DEFAULT_INGRESS),
     };
@@ -85,21 +102,18 @@ pub fn resolve(api: Api, flag: Option<&str>) -> anyhow::Result<Target> {
             source: "--host".into(),
         });
     }
-    if let Ok(v) = std::env::var(env)
-        && !v.is_empty()
-    {
+    if let Some(v) = env(var).filter(|v| !v.is_empty()) {
         return Ok(Target {
             url: v,
-            source: env.into(),
+            source: var.into(),
         });
     }
-    if let Some(path) = config_path().filter(|p| p.exists()) {
+    if let Some(path) = config_path_in(env).filter(|p| p.exists()) {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         let file: ConfigFile =
             toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        let chosen = std::env::var("SLUICE_CONTEXT")
-            .ok()
+        let chosen = env("SLUICE_CONTEXT")
             .filter(|c| !c.is_empty())
             .or(file.current.clone());
         if let Some(name) = chosen {
@@ -122,4 +136,74 @@ pub fn resolve(api: Api, flag: Option<&str>) -> anyhow::Result<Target> {
         url: default.to_string(),
         source: "default".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_flag_beats_the_variable_which_beats_the_context_which_beats_the_default() {
+        let dir = std::env::temp_dir().join(format!("sluice-target-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(
+            &file,
+            "current = \"a\"\n[contexts.a]\nadmin = \"http://a:1\"\n[contexts.b]\nadmin = \"http://b:1\"\ningress = \"http://b:2\"\n",
+        )
+        .unwrap();
+        let cfg = file.to_str().unwrap();
+        let url = |api, flag, vars: &[(&str, &str)]| resolve_in(api, flag, &with(vars)).unwrap();
+
+        let t = url(Api::Admin, Some("http://f:1"), &[(ADMIN_ENV, "http://e:1")]);
+        assert_eq!(
+            (t.url.as_str(), t.source.as_str()),
+            ("http://f:1", "--host")
+        );
+        let t = url(
+            Api::Admin,
+            None,
+            &[(ADMIN_ENV, "http://e:1"), ("SLUICE_CONFIG", cfg)],
+        );
+        assert_eq!(
+            (t.url.as_str(), t.source.as_str()),
+            ("http://e:1", ADMIN_ENV)
+        );
+        let t = url(Api::Admin, None, &[("SLUICE_CONFIG", cfg)]);
+        assert_eq!(t.url, "http://a:1");
+        assert!(t.source.starts_with("context a ("), "{}", t.source);
+        // Context `a` names no ingress: the default, said so.
+        let t = url(Api::Ingress, None, &[("SLUICE_CONFIG", cfg)]);
+        assert_eq!(
+            (t.url.as_str(), t.source.as_str()),
+            (DEFAULT_INGRESS, "default")
+        );
+        let t = url(
+            Api::Ingress,
+            None,
+            &[("SLUICE_CONFIG", cfg), ("SLUICE_CONTEXT", "b")],
+        );
+        assert_eq!(t.url, "http://b:2");
+        let e = resolve_in(
+            Api::Admin,
+            None,
+            &with(&[("SLUICE_CONFIG", cfg), ("SLUICE_CONTEXT", "nope")]),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("context \"nope\" is not in"), "{e}");
+        let t = url(Api::Admin, None, &[("HOME", "/nonexistent")]);
+        assert_eq!(
+            (t.url.as_str(), t.source.as_str()),
+            (DEFAULT_ADMIN, "default")
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
