@@ -199,8 +199,14 @@ async fn an_admin_token_guards_status_and_deploy_through_the_binary() {
             text(&out.stderr)
         );
     }
-    // Nothing was deployed by the refused attempts; the right token deploys.
+    // Nothing was deployed by the refused attempts; the right token deploys (a changed spec:
+    // the same bytes again would keep version 1).
     assert_eq!(version(&bin, admin, "s3cret", "Echo"), 1);
+    std::fs::write(
+        dir.path().join("app-config.toml"),
+        format!("{APP}init = {{ v = \"2\" }}\n"),
+    )
+    .unwrap();
     let out = Command::new(&bin)
         .args(["deploy", dir.path().to_str().unwrap(), "--host", admin])
         .env("SLUICE_ADMIN_TOKEN", "s3cret")

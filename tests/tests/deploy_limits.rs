@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
 use sluice_tests::{host_with, recorded_by, rust_guest, test_config};
 
 const T: Duration = Duration::from_secs(30);
@@ -87,10 +87,29 @@ async fn deploys_that_cannot_work_are_refused_with_why_and_the_running_version_k
             .await
             .unwrap();
     }
-    // Four more fit beside the six: a redeploy of Echo itself may keep its own six.
-    host.deploy(ChildSpec::new("Echo", "echo.wasm").count(6), echo.clone())
+    // Four more fit beside the six: a redeploy of Echo itself may keep its own six (a real
+    // one, with a new spec: an identical redeploy would change nothing and check nothing).
+    let v = host
+        .deploy(
+            ChildSpec::new("Echo", "echo.wasm")
+                .count(6)
+                .mailbox(32, MailboxStrategy::Error),
+            echo.clone(),
+        )
         .await
         .unwrap();
+    assert_eq!(v, 2, "a new version");
+    // The same spec and bytes again: the version is kept.
+    let again = host
+        .deploy(
+            ChildSpec::new("Echo", "echo.wasm")
+                .count(6)
+                .mailbox(32, MailboxStrategy::Error),
+            echo.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, 2, "an identical redeploy keeps the version");
     host.deploy(ChildSpec::new("Other", "echo.wasm").count(4), echo)
         .await
         .unwrap();

@@ -53,6 +53,10 @@ impl IngressSettings {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AppConfig {
+    /// The app's name (a top-level `name = "…"`, before any table). `sluice deploy` refuses a
+    /// host that runs an app of another name. Default: the app folder's name
+    /// ([`AppConfig::app_name`]).
+    pub name: Option<String>,
     /// Host settings.
     pub host: HostConfig,
     /// Actor types.
@@ -72,10 +76,29 @@ impl AppConfig {
         cfg.host.validate()?;
         cfg.bus.validate()?;
         cfg.ingress.validate()?;
+        if let Some(n) = &cfg.name
+            && (n.is_empty() || n.len() > 128 || n.chars().any(char::is_control))
+        {
+            return Err(LoadError::Config(
+                "name: the app name must be 1..=128 printable characters".into(),
+            ));
+        }
         for c in &cfg.supervisor.children {
             c.validate()?;
         }
         Ok(cfg)
+    }
+
+    /// The app's name: `name` when set, else the name of the folder `dir` (made absolute, so
+    /// `.` names the folder too).
+    pub fn app_name(&self, dir: &Path) -> String {
+        if let Some(n) = &self.name {
+            return n.clone();
+        }
+        let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        abs.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| abs.display().to_string())
     }
 
     /// Reads `DIR/app-config.toml`.
@@ -118,6 +141,21 @@ mod tests {
         assert_eq!(c.strategy().unwrap(), MailboxStrategy::Error);
         assert_eq!(c.eager_keys(), vec!["0", "1", "2"]);
         assert_eq!(c.init_json(), r#"{"version":"2.1.0"}"#);
+    }
+
+    #[test]
+    fn the_app_name_is_the_configured_one_else_the_folder_name() {
+        let dir = std::env::temp_dir().join(format!("sluice-app-name-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let folder = dir.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(AppConfig::parse("").unwrap().app_name(&dir), folder);
+        // `.` inside the folder names the folder too.
+        let dot = dir.join(".");
+        assert_eq!(AppConfig::parse("").unwrap().app_name(&dot), folder);
+        let named = AppConfig::parse("name = \"shop\"\n[host]\ncall_timeout_ms = 5").unwrap();
+        assert_eq!(named.app_name(&dir), "shop");
+        assert!(AppConfig::parse("name = \"\"").is_err());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use sluice_outbox::DatabaseUrl;
-use sluice_runtime::{Host, HostConfig, HostError, LoadError};
+use sluice_runtime::{ChildSpec, Deployed, Host, HostConfig, HostError, LoadError};
 
 use crate::config::AppConfig;
 
@@ -42,11 +42,41 @@ pub async fn start(
     start_with(dir, None, overrides).await
 }
 
+/// One step of starting an app, for a caller that shows progress.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartStep<'a> {
+    /// This child's module is about to be compiled (or loaded from the compile cache).
+    Compiling {
+        /// The child.
+        child: &'a ChildSpec,
+        /// The module's size.
+        bytes: usize,
+    },
+    /// This child is deployed.
+    Deployed {
+        /// The child.
+        child: &'a ChildSpec,
+        /// Its version, whether the cache had its machine code, and the time taken.
+        deployed: Deployed,
+    },
+}
+
 /// As [`start`], with the outbox in `database` when given.
 pub async fn start_with(
     dir: &Path,
     database: Option<&DatabaseUrl>,
+    overrides: impl FnMut(&mut HostConfig),
+) -> Result<(Host, AppConfig), AppError> {
+    start_reporting(dir, database, overrides, |_| {}).await
+}
+
+/// As [`start_with`], calling `progress` before and after each child's deploy.
+pub async fn start_reporting(
+    dir: &Path,
+    database: Option<&DatabaseUrl>,
     mut overrides: impl FnMut(&mut HostConfig),
+    mut progress: impl FnMut(StartStep<'_>),
 ) -> Result<(Host, AppConfig), AppError> {
     let app = AppConfig::load(dir)?;
     let mut cfg = app.host.clone();
@@ -84,7 +114,17 @@ pub async fn start_with(
     };
     // Deploy first so relayed messages find their actor types.
     for child in &app.supervisor.children {
-        host.deploy_file(child.clone(), dir).await?;
+        let path = dir.join(&child.module);
+        let bytes = std::fs::read(&path).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        progress(StartStep::Compiling {
+            child,
+            bytes: bytes.len(),
+        });
+        let deployed = host.deploy_report(child.clone(), bytes).await?;
+        progress(StartStep::Deployed { child, deployed });
     }
     host.attach_outbox(outbox);
     Ok((host, app))

@@ -30,23 +30,36 @@ pub struct DeployRequest {
     pub child: serde_json::Value,
     /// The component, base64.
     pub module_base64: String,
+    /// The app the deploy is meant for: a host running an app of another name refuses it
+    /// (409, `failed-precondition`). Absent: deploy whatever the host runs (`--force`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 struct AdminState {
     host: Host,
+    /// The app this host runs (`sluice run`'s), reported by `/admin/status` and checked on
+    /// deploy; `None` for a host that has no app folder (embedded, tests).
+    app: Option<String>,
 }
 
 /// The admin router. `token`: when set, requests need `Authorization: Bearer <token>`.
 pub fn router(host: Host, token: Option<String>) -> Router {
-    with_guard(admin_routes(host), token)
+    with_guard(admin_routes(host, None), token)
 }
 
 /// The admin router with the web console mounted at `/ui`, behind the same check.
 pub fn router_with_console(host: Host, token: Option<String>, console: &Console) -> Router {
-    with_guard(admin_routes(host).merge(console.router()), token)
+    with_guard(admin_routes(host, None).merge(console.router()), token)
 }
 
-fn admin_routes(host: Host) -> Router {
+/// As [`router_with_console`], for a host running the app named `app`: `/admin/status`
+/// reports the name and a deploy meant for another app is refused.
+pub fn app_router(host: Host, token: Option<String>, console: &Console, app: String) -> Router {
+    with_guard(admin_routes(host, Some(app)).merge(console.router()), token)
+}
+
+fn admin_routes(host: Host, app: Option<String>) -> Router {
     Router::new()
         .route("/admin/deploy", post(deploy))
         .route("/admin/status", get(status))
@@ -54,7 +67,7 @@ fn admin_routes(host: Host) -> Router {
         .route("/admin/dlq/replay", post(dlq_replay))
         .route("/admin/dlq/purge", post(dlq_purge))
         .layer(DefaultBodyLimit::max(256 << 20))
-        .with_state(Arc::new(AdminState { host }))
+        .with_state(Arc::new(AdminState { host, app }))
 }
 
 fn with_guard(routes: Router, token: Option<String>) -> Router {
@@ -247,11 +260,25 @@ async fn deploy(
         Ok(b) => b,
         Err(e) => return bad(format!("INVALID_ARGUMENT: module_base64: {e}")),
     };
+    if let (Some(want), Some(have)) = (&req.app, &state.app)
+        && want != have
+    {
+        return (
+            StatusCode::CONFLICT,
+            axum::Json(json!({"code": "failed-precondition",
+                "message": format!("FAILED_PRECONDITION: this host runs app {have:?}, not {want:?}")})),
+        )
+            .into_response();
+    }
     let ty = spec.actor_type.clone();
-    match state.host.deploy(spec, bytes).await {
-        Ok(version) => (
+    match state.host.deploy_report(spec, bytes).await {
+        Ok(d) => (
             StatusCode::OK,
-            axum::Json(json!({"actor_type": ty, "version": version})),
+            axum::Json(
+                json!({"actor_type": ty, "version": d.version, "unchanged": d.unchanged,
+                "cached": d.cached, "compile_ms": d.compile_time.as_millis() as u64,
+                "app": state.app}),
+            ),
         )
             .into_response(),
         Err(e) => (
@@ -264,7 +291,7 @@ async fn deploy(
 
 async fn status(State(state): State<Arc<AdminState>>) -> Response {
     axum::Json(
-        json!({"actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
+        json!({"app": state.app, "actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
             "bus_subscriptions": state.host.bus_stats()}),
     )
     .into_response()

@@ -9,6 +9,50 @@ use sluice_app::AppConfig;
 
 use crate::admin::DeployRequest;
 
+/// How long a client command waits for a host that is starting (nothing listening yet)
+/// before it gives up.
+pub const WAIT_FOR_HOST: Duration = Duration::from_secs(10);
+
+/// Sends the request `make` builds, again every 100 ms while nothing accepts the connection,
+/// for at most `WAIT_FOR_HOST`: a host that is starting has not bound its port yet. A request
+/// that was refused at connect was never sent, so sending it again is safe for a tell too.
+async fn send_waiting(
+    what: &str,
+    make: impl Fn() -> reqwest::RequestBuilder,
+) -> anyhow::Result<reqwest::Response> {
+    let start = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match make().send().await {
+            Ok(r) => return Ok(r),
+            Err(e) if e.is_connect() && start.elapsed() < WAIT_FOR_HOST => {
+                // A note for a person at a terminal; a script reads only the outcome.
+                if !said && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    eprintln!(
+                        "waiting up to {} s for the {what} to start…",
+                        WAIT_FOR_HOST.as_secs()
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Never sent (a URL over the 65534 bytes a request line may carry here): say so,
+            // without echoing the URL.
+            Err(e) if e.is_builder() => {
+                return Err(anyhow::Error::new(e.without_url())
+                    .context("the request could not be sent as HTTP"));
+            }
+            Err(e) if e.is_connect() => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "{what} unreachable (waited {} s)",
+                    WAIT_FOR_HOST.as_secs()
+                )));
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("{what} unreachable"))),
+        }
+    }
+}
+
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(600))
@@ -74,68 +118,161 @@ pub async fn call(
         segment(key),
         segment(msg_type)
     );
-    let mut req = client().post(url).body(payload);
-    if let Some(d) = deadline_ms {
-        req = req.header(crate::ingress::DEADLINE_HEADER, d.to_string());
-    }
-    if let Some(p) = principal {
-        req = req.header(crate::ingress::PRINCIPAL_HEADER, p);
-    }
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = match req.send().await {
-        Ok(r) => r,
-        // Never sent (a URL over the 65534 bytes a request line may carry here): say so,
-        // without echoing the URL.
-        Err(e) if e.is_builder() => {
-            return Err(anyhow::Error::new(e.without_url())
-                .context("the request could not be sent as HTTP"));
+    let http = client();
+    let resp = send_waiting("ingress", || {
+        let mut req = http.post(&url).body(payload.clone());
+        if let Some(d) = deadline_ms {
+            req = req.header(crate::ingress::DEADLINE_HEADER, d.to_string());
         }
-        Err(e) => return Err(anyhow::Error::new(e).context("ingress unreachable")),
-    };
+        if let Some(p) = principal {
+            req = req.header(crate::ingress::PRINCIPAL_HEADER, p);
+        }
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req
+    })
+    .await?;
     Ok(CallOutcome {
         status: resp.status().as_u16(),
         body: resp.bytes().await?.to_vec(),
     })
 }
 
+/// What `sluice deploy` reports: where it went and what each type became.
+#[derive(Debug, Clone)]
+pub struct DeployReport {
+    /// The admin API reached.
+    pub host: String,
+    /// The app that host runs (`None`: a host that does not say, e.g. an embedded one).
+    pub host_app: Option<String>,
+    /// Per actor type: its version after the deploy and whether it was unchanged.
+    pub types: Vec<(String, u64, bool)>,
+}
+
+/// How a deploy treats a host that runs another app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppCheck {
+    /// Refuse it (the default).
+    Refuse,
+    /// Deploy anyway (`--force`).
+    Force,
+}
+
 /// Deploys every child of the app in `dir` through the admin API at `base`, reporting each.
+/// First reads the host's status (waiting briefly for a host that is starting) and refuses a
+/// host whose app is another one, unless `check` is [`AppCheck::Force`]; the host checks
+/// again on each deploy request.
 pub async fn deploy(
     base: &str,
     dir: &Path,
     token: Option<&str>,
+    check: AppCheck,
     mut progress: impl FnMut(&str),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<DeployReport> {
     let app = AppConfig::load(dir)?;
+    let name = app.app_name(dir);
+    let base = base.trim_end_matches('/');
+    let status: serde_json::Value = serde_json::from_str(&status(base, token).await?)
+        .context("the admin API's status is not JSON")?;
+    let host_app = status["app"].as_str().map(str::to_string);
+    match &host_app {
+        Some(h) => progress(&format!("host {base} runs app {h:?}")),
+        None => progress(&format!("host {base} (it does not name its app)")),
+    }
+    if let Some(h) = &host_app
+        && *h != name
+    {
+        if check == AppCheck::Refuse {
+            bail!(
+                "the host at {base} runs app {h:?}, not {name:?} (from {}): nothing deployed; pass --force to deploy there anyway",
+                dir.display()
+            );
+        }
+        progress(&format!("--force: deploying app {name:?} into app {h:?}"));
+    }
+    let http = client();
+    let mut types = Vec::new();
     for child in &app.supervisor.children {
         let path = dir.join(&child.module);
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         progress(&format!(
-            "deploying {} ({} bytes) as {}",
+            "[{}] sending {} ({}); the host compiles it unless unchanged or cached",
+            child.actor_type,
             path.display(),
-            bytes.len(),
-            child.actor_type
+            size(bytes.len())
         ));
+        let started = std::time::Instant::now();
         let body = DeployRequest {
             child: child_json(child)?,
             module_base64: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            app: (check == AppCheck::Refuse).then(|| name.clone()),
         };
-        let mut req = client()
-            .post(format!("{}/admin/deploy", base.trim_end_matches('/')))
-            .json(&body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.context("admin API unreachable")?;
+        let resp = send_waiting("admin API", || {
+            let req = http.post(format!("{base}/admin/deploy")).json(&body);
+            match token {
+                Some(t) => req.bearer_auth(t),
+                None => req,
+            }
+        })
+        .await?;
         let status = resp.status();
         let text = resp.text().await?;
         if !status.is_success() {
             bail!("deploying {} failed ({status}): {text}", child.actor_type);
         }
-        progress(&format!("  {text}"));
+        let out: DeployResponse = serde_json::from_str(&text)
+            .with_context(|| format!("the admin API's deploy answer: {text}"))?;
+        let took = started.elapsed().as_secs_f64();
+        progress(&format!(
+            "[{}] {}",
+            child.actor_type,
+            if out.unchanged {
+                format!(
+                    "unchanged: same module and spec, version {} kept (running actors keep their state)",
+                    out.version
+                )
+            } else if out.cached {
+                format!(
+                    "done: version {} (machine code cached, loaded in {} ms; {took:.1} s in all)",
+                    out.version, out.compile_ms
+                )
+            } else {
+                format!(
+                    "done: version {} (compiled in {:.1} s; {took:.1} s in all)",
+                    out.version,
+                    out.compile_ms as f64 / 1000.0
+                )
+            }
+        ));
+        types.push((child.actor_type.clone(), out.version, out.unchanged));
     }
-    Ok(())
+    Ok(DeployReport {
+        host: base.to_string(),
+        host_app,
+        types,
+    })
+}
+
+/// The admin API's answer to a deploy.
+#[derive(Debug, serde::Deserialize)]
+struct DeployResponse {
+    version: u64,
+    #[serde(default)]
+    unchanged: bool,
+    #[serde(default)]
+    cached: bool,
+    #[serde(default)]
+    compile_ms: u64,
+}
+
+/// `n` bytes for people: `812 B`, `44 KB`, `2.6 MB`.
+fn size(n: usize) -> String {
+    match n {
+        n if n < 1000 => format!("{n} B"),
+        n if n < 1_000_000 => format!("{} KB", n / 1000),
+        n => format!("{:.1} MB", n as f64 / 1e6),
+    }
 }
 
 fn child_json(child: &sluice_runtime::ChildSpec) -> anyhow::Result<serde_json::Value> {
@@ -144,11 +281,16 @@ fn child_json(child: &sluice_runtime::ChildSpec) -> anyhow::Result<serde_json::V
 
 /// GETs `/admin/status`.
 pub async fn status(base: &str, token: Option<&str>) -> anyhow::Result<String> {
-    let mut req = client().get(format!("{}/admin/status", base.trim_end_matches('/')));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.context("admin API unreachable")?;
+    let http = client();
+    let url = format!("{}/admin/status", base.trim_end_matches('/'));
+    let resp = send_waiting("admin API", || {
+        let req = http.get(&url);
+        match token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    })
+    .await?;
     let status = resp.status();
     let text = resp.text().await?;
     if !status.is_success() {

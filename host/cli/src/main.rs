@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use sluice_cli::target::{self, Api};
 use sluice_cli::{admin, client, console, ingress};
 
 #[derive(Parser)]
@@ -20,14 +21,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Start a host for the app in APP_DIR and serve its ingress and admin API.
+    /// Start a host for the app in APP_DIR and serve its ingress and admin API. Prints one
+    /// `sluice: ready` line once both listen.
     Run {
         /// Folder with app-config.toml and the modules it names.
         app_dir: PathBuf,
-        /// Ingress address.
+        /// Ingress address (`call`/`tell --host`). Port 0: any free port.
         #[arg(long, default_value = "127.0.0.1:7400")]
         listen: SocketAddr,
-        /// Admin API address (loopback by default; elsewhere a token is required).
+        /// Admin API address (`deploy`/`status --host`; loopback by default, elsewhere a token
+        /// is required).
         #[arg(long, default_value = "127.0.0.1:7401")]
         admin_listen: SocketAddr,
         /// Bearer token for the admin API.
@@ -38,16 +41,21 @@ enum Cmd {
         #[arg(long, env = "SLUICE_DATABASE_URL")]
         database_url: Option<String>,
     },
-    /// Load new or replaced modules into a running host without restarting it.
+    /// Load new or replaced modules into a running host without restarting it. Prints the
+    /// host reached, its app and each type's version; refuses a host running another app.
     Deploy {
         /// Folder with app-config.toml and the modules it names.
         app_dir: PathBuf,
-        /// The host's admin API.
-        #[arg(long, default_value = "http://127.0.0.1:7401")]
-        host: String,
+        /// The host's admin API [default: $SLUICE_HOST, else the config file's context, else
+        /// http://127.0.0.1:7401].
+        #[arg(long)]
+        host: Option<String>,
         /// Bearer token for the admin API.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
+        /// Deploy even when the host runs an app of another name.
+        #[arg(long)]
+        force: bool,
     },
     /// Ask an actor and print its reply.
     Call(CallArgs),
@@ -66,18 +74,20 @@ enum Cmd {
         /// Every dead letter (replay/purge).
         #[arg(long)]
         all: bool,
-        /// The host's admin API.
-        #[arg(long, default_value = "http://127.0.0.1:7401")]
-        host: String,
+        /// The host's admin API [default: $SLUICE_HOST, else the config file's context, else
+        /// http://127.0.0.1:7401].
+        #[arg(long)]
+        host: Option<String>,
         /// Bearer token for the admin API.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
     },
     /// Show actor types, activations and queues of a running host.
     Status {
-        /// The host's admin API.
-        #[arg(long, default_value = "http://127.0.0.1:7401")]
-        host: String,
+        /// The host's admin API [default: $SLUICE_HOST, else the config file's context, else
+        /// http://127.0.0.1:7401].
+        #[arg(long)]
+        host: Option<String>,
         /// Bearer token for the admin API.
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
@@ -104,9 +114,10 @@ struct CallArgs {
     msg_type: String,
     /// The payload (JSON by convention); empty when omitted.
     payload: Option<String>,
-    /// The host's ingress.
-    #[arg(long, default_value = "http://127.0.0.1:7400")]
-    host: String,
+    /// The host's ingress [default: $SLUICE_INGRESS, else the config file's context, else
+    /// http://127.0.0.1:7400].
+    #[arg(long)]
+    host: Option<String>,
     /// The call's deadline in milliseconds.
     #[arg(long)]
     deadline_ms: Option<u64>,
@@ -168,6 +179,7 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
                 receiver: if op == "list" { None } else { receiver.clone() },
                 all,
             };
+            let host = target::resolve(Api::Admin, host.as_deref())?.url;
             let out = client::dlq(&host, token.as_deref(), &op, receiver.as_deref(), &body).await?;
             println!("{out}");
             Ok(())
@@ -176,14 +188,42 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             app_dir,
             host,
             token,
+            force,
         } => {
-            client::deploy(&host, &app_dir, token.as_deref(), |m| println!("{m}")).await?;
-            println!("deployed");
+            let t = target::resolve(Api::Admin, host.as_deref())?;
+            println!("sluice: deploying to {} (from {})", t.url, t.source);
+            let check = if force {
+                client::AppCheck::Force
+            } else {
+                client::AppCheck::Refuse
+            };
+            let r = client::deploy(&t.url, &app_dir, token.as_deref(), check, |m| {
+                println!("sluice: {m}")
+            })
+            .await?;
+            let types: Vec<String> = r
+                .types
+                .iter()
+                .map(|(ty, v, unchanged)| {
+                    format!("{ty} v{v}{}", if *unchanged { " (unchanged)" } else { "" })
+                })
+                .collect();
+            let app = r.host_app.as_deref().unwrap_or("(unnamed)");
+            if r.types.iter().all(|(_, _, unchanged)| *unchanged) {
+                println!(
+                    "deployed nothing new to {} (app {app}): {}",
+                    r.host,
+                    types.join(", ")
+                );
+            } else {
+                println!("deployed to {} (app {app}): {}", r.host, types.join(", "));
+            }
             Ok(())
         }
         Cmd::Call(a) => call("ask", a).await,
         Cmd::Tell(a) => call("tell", a).await,
         Cmd::Status { host, token } => {
+            let host = target::resolve(Api::Admin, host.as_deref())?.url;
             println!("{}", client::status(&host, token.as_deref()).await?);
             Ok(())
         }
@@ -222,8 +262,9 @@ fn build(dir: PathBuf, output: Option<PathBuf>, qjs: bool) -> anyhow::Result<()>
 
 async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
     let payload = a.payload.unwrap_or_default().into_bytes();
+    let host = target::resolve(Api::Ingress, a.host.as_deref())?.url;
     let out = client::call(
-        &a.host,
+        &host,
         verb,
         &a.actor,
         &a.msg_type,
@@ -260,26 +301,26 @@ async fn run(
             "the admin API on {admin_listen} is not loopback: set --admin-token (or SLUICE_ADMIN_TOKEN)"
         );
     }
+    // Bound before the (possibly long) compile, so a taken port fails at once.
+    let ingress_l = bind(listen, "--listen").await?;
+    let admin_l = bind(admin_listen, "--admin-listen").await?;
     sluice_cli::metrics_export::handle();
     let database = database_url
         .as_deref()
         .map(|u| u.parse::<sluice_app::DatabaseUrl>())
         .transpose()?;
-    let (host, app) = sluice_app::start_with(&app_dir, database.as_ref(), |_| {})
-        .await
-        .with_context(|| format!("starting app {}", app_dir.display()))?;
-    let ingress_l = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    let admin_l = tokio::net::TcpListener::bind(admin_listen)
-        .await
-        .with_context(|| format!("binding {admin_listen}"))?;
+    let (host, app) =
+        sluice_app::start_reporting(&app_dir, database.as_ref(), |_| {}, report_start_step)
+            .await
+            .with_context(|| format!("starting app {}", app_dir.display()))?;
+    let app_name = app.app_name(&app_dir);
     println!(
-        "sluice: {} actor type(s) from {}",
+        "sluice: app {app_name:?}: {} actor type(s) from {}",
         app.supervisor.children.len(),
         app_dir.display()
     );
-    println!("sluice: ingress on http://{}", ingress_l.local_addr()?);
+    let ingress_addr = ingress_l.local_addr()?;
+    println!("sluice: ingress on http://{ingress_addr}");
     let admin_addr = admin_l.local_addr()?;
     println!("sluice: admin on http://{admin_addr}");
     println!("sluice: console on http://{admin_addr}{}", console::PATH);
@@ -295,12 +336,58 @@ async fn run(
     let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
     let admin = axum::serve(
         admin_l,
-        admin::router_with_console(host.clone(), admin_token, &console),
+        admin::app_router(host.clone(), admin_token, &console, app_name),
     );
+    // Both listeners were bound before the app started; connections made since then wait in
+    // their backlogs and are served from here on.
+    println!("sluice: ready: ingress http://{ingress_addr}, admin http://{admin_addr}");
     tokio::select! {
         r = ingress => r?,
         r = admin => r?,
         _ = tokio::signal::ctrl_c() => { host.stop().await; }
     }
     Ok(())
+}
+
+/// Binds `addr`; a taken port is named with the flag that chooses another.
+async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => bail!(
+            "port {} is taken ({addr} is in use, perhaps by another `sluice run`): choose another with {flag} (e.g. {flag} {}:0 for any free port)",
+            addr.port(),
+            addr.ip()
+        ),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("binding {addr} ({flag})"))),
+    }
+}
+
+/// Per module while `sluice run` starts: compiling, then done or cached, with times (stderr).
+fn report_start_step(step: sluice_app::StartStep<'_>) {
+    use sluice_app::StartStep;
+    match step {
+        StartStep::Compiling { child, bytes } => eprintln!(
+            "sluice: [{}] compiling {} ({:.1} MB)…",
+            child.actor_type,
+            child.module.display(),
+            bytes as f64 / 1e6
+        ),
+        StartStep::Deployed { child, deployed } => {
+            let ms = deployed.compile_time.as_millis();
+            if deployed.cached {
+                eprintln!(
+                    "sluice: [{}] cached: loaded compiled code in {ms} ms (version {})",
+                    child.actor_type, deployed.version
+                );
+            } else {
+                eprintln!(
+                    "sluice: [{}] done: compiled in {:.1} s (version {})",
+                    child.actor_type,
+                    ms as f64 / 1000.0,
+                    deployed.version
+                );
+            }
+        }
+        _ => {}
+    }
 }

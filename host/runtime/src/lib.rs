@@ -46,7 +46,7 @@ pub use config::{
 };
 pub use error::{ActorError, ErrorCode, HostError, LoadError, Overload, OverloadScope};
 pub use events::{DispatchStats, SubscriptionStats};
-pub use host::{Call, Host, TypeStatus};
+pub use host::{Call, Deployed, Host, TypeStatus};
 pub use id::{ActorId, validate_msg_type, validate_type_name};
 pub use route::{Outgoing, Route};
 pub use sluice_bus as bus;

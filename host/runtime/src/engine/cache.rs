@@ -40,6 +40,12 @@ impl ComponentCache {
 
     /// Compiles `bytes` (or loads the cached machine code) for actor type `name`.
     pub fn load(&self, name: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        self.load_reporting(name, bytes).map(|(c, _)| c)
+    }
+
+    /// As [`ComponentCache::load`], and whether the machine code came from the cache (`true`)
+    /// or was compiled now.
+    pub fn load_reporting(&self, name: &str, bytes: &[u8]) -> Result<(Component, bool), LoadError> {
         if wasmparser_is_core_module(bytes) {
             return Err(LoadError::Invalid {
                 name: name.to_string(),
@@ -51,7 +57,9 @@ impl ComponentCache {
             reason: format!("{e:#}"),
         };
         let Some(dir) = &self.dir else {
-            return Component::new(&self.engine, bytes).map_err(invalid);
+            return Component::new(&self.engine, bytes)
+                .map(|c| (c, false))
+                .map_err(invalid);
         };
         let digest = hex::encode(Sha256::digest(bytes));
         let path = dir.join(format!("{digest}-{}.cwasm", self.engine_key));
@@ -60,7 +68,7 @@ impl ComponentCache {
             // same compatibility hash (it is in the file name) and is only written by
             // rename-into-place below, so it is complete and trusted.
             match unsafe { Component::deserialize_file(&self.engine, &path) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Ok((c, true)),
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "discarding unreadable cached component")
                 }
@@ -70,7 +78,7 @@ impl ComponentCache {
         if let Err(e) = write_atomically(dir, &path, component.serialize().map_err(invalid)?) {
             tracing::warn!(path = %path.display(), error = %e, "could not cache compiled component");
         }
-        Ok(component)
+        Ok((component, false))
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::deploy::Deployed;
 use super::inner::HostInner;
 use super::status::TypeStatus;
 use crate::call::{CallOptions, DeliveryPath, TellReceipt};
@@ -35,7 +36,19 @@ impl Host {
 
     /// Loads (or replaces) an actor type from component bytes. Turns in progress finish on
     /// the old code; later turns and new activations use the new code; nothing queued is lost.
+    /// Deploying the spec and bytes of the version already serving changes nothing and
+    /// returns that version.
     pub async fn deploy(&self, spec: ChildSpec, wasm: Vec<u8>) -> Result<u64, LoadError> {
+        Ok(self.inner.deploy(spec, wasm).await?.version)
+    }
+
+    /// As [`Host::deploy`], saying whether anything changed and whether the machine code was
+    /// compiled or came from the cache, and how long that took.
+    pub async fn deploy_report(
+        &self,
+        spec: ChildSpec,
+        wasm: Vec<u8>,
+    ) -> Result<Deployed, LoadError> {
         self.inner.deploy(spec, wasm).await
     }
 

@@ -1,9 +1,13 @@
 //! Deploy without restart: a module compiled (or loaded from the cache) and linked into a new
 //! version of its actor type. Turns in progress finish on the old code; later turns and new
-//! activations use the new one; nothing queued is lost.
+//! activations use the new one; nothing queued is lost. Deploying the same spec and the same
+//! module bytes again changes nothing and keeps the version.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
 
 use super::inner::HostInner;
 use crate::actor::cell::InboxState;
@@ -13,17 +17,59 @@ use crate::config::ChildSpec;
 use crate::error::LoadError;
 use crate::id::ActorId;
 
+/// What a deploy did: the version now serving, and how it got there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Deployed {
+    /// The type's version after the deploy.
+    pub version: u64,
+    /// The spec and module bytes were those of the version already serving: nothing was
+    /// compiled or replaced, and running actors keep their state.
+    pub unchanged: bool,
+    /// The machine code came from the compile cache instead of being compiled now.
+    pub cached: bool,
+    /// Time spent compiling (or loading the cached machine code).
+    pub compile_time: Duration,
+}
+
+/// A content hash of what a deploy installs: the spec (as JSON) and the module bytes.
+fn fingerprint(spec: &ChildSpec, bytes: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    // A spec always serialises (plain data); an empty string would only make a mismatch.
+    h.update(serde_json::to_vec(spec).unwrap_or_default());
+    h.update([0]);
+    h.update(bytes);
+    h.finalize().into()
+}
+
 impl HostInner {
-    pub(crate) async fn deploy(&self, spec: ChildSpec, bytes: Vec<u8>) -> Result<u64, LoadError> {
+    pub(crate) async fn deploy(
+        &self,
+        spec: ChildSpec,
+        bytes: Vec<u8>,
+    ) -> Result<Deployed, LoadError> {
         spec.validate()?;
         let strategy = spec.strategy()?;
         let name = spec.actor_type.clone();
+        let print = fingerprint(&spec, &bytes);
+        if let Some(version) = self.unchanged_version(&name, &print) {
+            tracing::info!(actor_type = %name, version, "module unchanged, version kept");
+            return Ok(Deployed {
+                version,
+                unchanged: true,
+                cached: true,
+                compile_time: Duration::ZERO,
+            });
+        }
         self.check_eager_fit(&spec)?;
         let cache = self.cache.clone();
         let n = name.clone();
-        let component = tokio::task::spawn_blocking(move || cache.load(&n, &bytes))
-            .await
-            .map_err(|e| LoadError::Config(format!("compile task failed: {e}")))??;
+        let started = Instant::now();
+        let (component, cached) =
+            tokio::task::spawn_blocking(move || cache.load_reporting(&n, &bytes))
+                .await
+                .map_err(|e| LoadError::Config(format!("compile task failed: {e}")))??;
+        let compile_time = started.elapsed();
         let link = |e: wasmtime::Error| LoadError::Link {
             name: name.clone(),
             reason: format!("{e:#}"),
@@ -65,8 +111,21 @@ impl HostInner {
                 ))
             })?;
         }
-        tracing::info!(actor_type = %name, version, "module deployed");
-        Ok(version)
+        self.deployed.lock().insert(name.clone(), (print, version));
+        tracing::info!(actor_type = %name, version, cached, compile_ms = compile_time.as_millis() as u64, "module deployed");
+        Ok(Deployed {
+            version,
+            unchanged: false,
+            cached,
+            compile_time,
+        })
+    }
+
+    /// The serving version of `name` when its last deploy had this fingerprint.
+    fn unchanged_version(&self, name: &str, print: &[u8; 32]) -> Option<u64> {
+        let (last, version) = *self.deployed.lock().get(name)?;
+        let serving = self.local().registry.get(name)?.ty.current_version();
+        (last == *print && serving == version).then_some(version)
     }
 
     /// Supervised instances are never evicted: a type's must fit beside every other type's

@@ -27,6 +27,9 @@ pub(crate) struct HostInner {
     pub(super) relay: parking_lot::Mutex<Option<sluice_outbox::RelayHandle>>,
     /// The event bus, its rate limiter and its subscriptions.
     pub bus: HostBus,
+    /// Per actor type, the fingerprint of its last deploy (spec and module bytes) and the
+    /// version it made: a byte-identical redeploy keeps that version. Cold path (deploys).
+    pub(super) deployed: parking_lot::Mutex<std::collections::HashMap<String, ([u8; 32], u64)>>,
     _ticker: EpochTicker,
 }
 
@@ -63,6 +66,7 @@ impl HostInner {
             outbox: OnceLock::new(),
             relay: parking_lot::Mutex::new(None),
             bus,
+            deployed: Default::default(),
             _ticker: ticker,
         });
         let services: Arc<dyn GuestHost> = inner.clone();

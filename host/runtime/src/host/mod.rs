@@ -9,4 +9,5 @@ mod status;
 
 pub use api::Host;
 pub use call::Call;
+pub use deploy::Deployed;
 pub use status::TypeStatus;
