@@ -375,9 +375,15 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
         &["echo"],
         "[[supervisor.children]]\nname = \"late\"\nactor_type = \"Late\"\nmodule = \"echo.wasm\"\n",
     );
-    sluice_cli::client::deploy(&run.admin, late.path(), None, |_| {})
-        .await
-        .expect("deploying Late");
+    sluice_cli::client::deploy(
+        &run.admin,
+        late.path(),
+        None,
+        sluice_cli::client::AppCheck::Force,
+        |_| {},
+    )
+    .await
+    .expect("deploying Late");
     let deployed = b.wait("deploy:Late:1", "ago");
     assert!(!deployed.contains("at start"), "{deployed}");
     b.cmd(json!({"cmd": "fill", "sel": sel("dlq:filter"), "value": "Late/1"}));
