@@ -7,3 +7,4 @@ pub mod client;
 pub mod console;
 pub mod ingress;
 pub mod metrics_export;
+pub mod otlp;
