@@ -329,7 +329,7 @@ fn traced(
     mut resp: Response,
 ) -> Response {
     if let Some(tp) = trace {
-        span.record("status", resp.status().as_u16());
+        span.record("status", i64::from(resp.status().as_u16()));
         if let Ok(v) = tp.to_string().parse() {
             resp.headers_mut().insert(TRACEPARENT_HEADER, v);
         }

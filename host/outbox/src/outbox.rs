@@ -118,7 +118,8 @@ pub(crate) fn attempt_span(env: &Envelope) -> tracing::Span {
     let span = tracing::info_span!(
         "outbox.attempt",
         receiver = %env.receiver,
-        attempt = env.attempt,
+        // i64: an OpenTelemetry integer (tracing-opentelemetry sends a u64 as text).
+        attempt = i64::from(env.attempt),
         outcome = tracing::field::Empty,
         error = tracing::field::Empty,
     );

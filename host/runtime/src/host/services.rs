@@ -102,7 +102,7 @@ impl GuestHost for HostInner {
         // The dispatch is a span of the turn's trace; the stored rows carry its context, so
         // every delivery attempt (immediate or relayed) is its child.
         let span = if trace.is_some() {
-            let span = tracing::info_span!("outbox.dispatch", targets = req.targets.len());
+            let span = tracing::info_span!("outbox.dispatch", targets = req.targets.len() as i64);
             sluice_trace::set_parent(&span, trace);
             span
         } else {
