@@ -122,6 +122,7 @@ async fn bench() -> anyhow::Result<()> {
         enqueue_best = enqueue_best.min(enqueued.as_secs_f64() * 1e9 / per as f64);
     }
     ratios.sort_by(f64::total_cmp);
+    let turn_rows = (per, rounds);
     println!(
         "turn throughput: raw wasmtime {raw_best:.0}/s, sluice tell {tell_best:.0}/s (best of {rounds} rounds); ratio per round: median {:.2}x, min {:.2}x, max {:.2}x; producer's own cost {enqueue_best:.0} ns per tell",
         ratios[rounds / 2],
@@ -147,6 +148,7 @@ async fn bench() -> anyhow::Result<()> {
     }
 
     if std::env::var("SLUICE_BENCH_ONLY").as_deref() == Ok("turns") {
+        traced_turns(&host, &id, &payload, turn_rows, tell_best).await?;
         return Ok(());
     }
 
@@ -255,7 +257,48 @@ async fn bench() -> anyhow::Result<()> {
     warm_slot_activation(&echo, quick).await?;
     steady_state_activation(if quick { 100 } else { 400 }).await;
 
+    // Last: it installs the process's tracing subscriber, which every later turn would pay.
+    traced_turns(&host, &id, &payload, turn_rows, tell_best).await?;
     host.shutdown();
+    Ok(())
+}
+
+/// Row 5: the turn-throughput row again with traces exported, through the `sluice` binary's
+/// own OTLP setup (`sluice_cli::otlp`) sending to an in-process OTLP/HTTP sink that accepts
+/// and drops every batch. Compared with the untraced tells of row 1 in this same run, whose
+/// turns carried no trace context and created no span (tracing off costs one relaxed load).
+async fn traced_turns(
+    host: &Host,
+    id: &ActorId,
+    payload: &[u8],
+    (per, rounds): (usize, usize),
+    untraced_best: f64,
+) -> anyhow::Result<()> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sink = format!("http://{}", l.local_addr()?);
+    let app = axum::Router::new().route("/v1/traces", axum::routing::post(|| async { "" }));
+    tokio::spawn(async move { axum::serve(l, app).await });
+    let _guard = sluice_cli::otlp::init(Some(sluice_cli::otlp::Endpoint::Url(sink)))?;
+    let mut best = 0f64;
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        for _ in 0..per {
+            host.tell_to(id, "echo", payload.to_vec()).await.unwrap();
+        }
+        host.ask(
+            id.as_str(),
+            "echo",
+            payload.to_vec(),
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+        best = best.max(per as f64 / t0.elapsed().as_secs_f64());
+    }
+    println!(
+        "turn throughput with traces exported (OTLP/HTTP to a local sink, one span per turn): {best:.0}/s, without an exporter {untraced_best:.0}/s (best of {rounds} rounds each, same run): {:.2}x",
+        best / untraced_best
+    );
     Ok(())
 }
 

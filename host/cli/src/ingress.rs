@@ -23,6 +23,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 use sluice_app::IngressSettings;
 use sluice_runtime::{ActorError, CallOptions, Host, OverloadScope, TellReceipt};
+use tracing::Instrument;
 
 pub mod transport;
 
@@ -30,6 +31,9 @@ pub mod transport;
 pub const DEADLINE_HEADER: &str = "x-sluice-deadline-ms";
 /// The header naming the principal the call is made for.
 pub const PRINCIPAL_HEADER: &str = "x-sluice-principal";
+/// The W3C trace context header: continued by the call's span when present, and answered
+/// with the span's own context when traces are on.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// Who may call the ingress, and as which principal (from the app config's `[ingress]`).
 ///
@@ -276,13 +280,61 @@ pub fn deadline_from(headers: &HeaderMap) -> Option<Instant> {
     sluice_flow::deadline::budget_from_header(text).map(|b| Instant::now() + b)
 }
 
-fn options(state: &IngressState, headers: &HeaderMap) -> Result<CallOptions, Refusal> {
+fn options(
+    state: &IngressState,
+    headers: &HeaderMap,
+    span: &tracing::Span,
+) -> Result<CallOptions, Refusal> {
     Ok(CallOptions {
         deadline: deadline_from(headers),
         principal: state.auth.principal(headers)?,
         sender: None,
         internal: false,
+        trace: sluice_trace::of(span),
     })
+}
+
+/// The span of one ingress call, continuing the caller's trace when the request carries a
+/// valid `traceparent` header (a malformed one starts a new trace). Disabled while traces
+/// are off.
+pub fn call_span(
+    verb: &'static str,
+    actor: &str,
+    msg_type: &str,
+    headers: &HeaderMap,
+) -> tracing::Span {
+    if !sluice_trace::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "ingress",
+        verb,
+        actor,
+        msg_type,
+        status = tracing::field::Empty,
+    );
+    let parent = headers
+        .get(TRACEPARENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<sluice_trace::TraceParent>().ok());
+    sluice_trace::set_parent(&span, parent);
+    span
+}
+
+/// Records the response status on the call's span and names the span in a `traceparent`
+/// response header, so a caller can find the trace of its call.
+fn traced(
+    span: &tracing::Span,
+    trace: Option<sluice_trace::TraceParent>,
+    mut resp: Response,
+) -> Response {
+    if let Some(tp) = trace {
+        span.record("status", i64::from(resp.status().as_u16()));
+        if let Ok(v) = tp.to_string().parse() {
+            resp.headers_mut().insert(TRACEPARENT_HEADER, v);
+        }
+    }
+    resp
 }
 
 /// The body of a refusal that is not an [`ActorError`]: the same fields, with this `code`
@@ -320,13 +372,17 @@ async fn ask(
         Ok(b) => b,
         Err(r) => return error_response(&body_error(&state, r)),
     };
-    let opts = match options(&state, &headers) {
+    let actor = format!("{ty}/{key}");
+    let span = call_span("ask", &actor, &msg_type, &headers);
+    let opts = match options(&state, &headers, &span) {
         Ok(o) => o,
         Err(r) => return r.into_response(),
     };
-    match state
+    let trace = opts.trace;
+    let resp = match state
         .host
-        .ask_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
+        .ask_with(&actor, &msg_type, body.to_vec(), opts)
+        .instrument(span.clone())
         .await
     {
         Ok(reply) => {
@@ -336,7 +392,8 @@ async fn ask(
             (StatusCode::OK, reply).into_response()
         }
         Err(e) => error_response(&e),
-    }
+    };
+    traced(&span, trace, resp)
 }
 
 async fn tell(
@@ -353,13 +410,17 @@ async fn tell(
         Ok(b) => b,
         Err(r) => return error_response(&body_error(&state, r)),
     };
-    let opts = match options(&state, &headers) {
+    let actor = format!("{ty}/{key}");
+    let span = call_span("tell", &actor, &msg_type, &headers);
+    let opts = match options(&state, &headers, &span) {
         Ok(o) => o,
         Err(r) => return r.into_response(),
     };
-    match state
+    let trace = opts.trace;
+    let resp = match state
         .host
-        .tell_with(&format!("{ty}/{key}"), &msg_type, body.to_vec(), opts)
+        .tell_with(&actor, &msg_type, body.to_vec(), opts)
+        .instrument(span.clone())
         .await
     {
         Ok(r) => {
@@ -375,7 +436,8 @@ async fn tell(
                 .into_response()
         }
         Err(e) => error_response(&e),
-    }
+    };
+    traced(&span, trace, resp)
 }
 
 /// A body the transport would not read: one past twice the payload limit (stopped before

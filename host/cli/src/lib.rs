@@ -7,4 +7,5 @@ pub mod client;
 pub mod console;
 pub mod ingress;
 pub mod metrics_export;
+pub mod otlp;
 pub mod target;

@@ -40,6 +40,11 @@ enum Cmd {
         /// APP_DIR/.sluice/outbox.db.
         #[arg(long, env = "SLUICE_DATABASE_URL")]
         database_url: Option<String>,
+        /// Export traces over OTLP/HTTP to this collector base URL (e.g.
+        /// http://127.0.0.1:4318). Default: the standard OTEL_EXPORTER_OTLP_ENDPOINT if set,
+        /// else no export.
+        #[arg(long)]
+        otlp_endpoint: Option<String>,
     },
     /// Load new or replaced modules into a running host without restarting it. Prints the
     /// host reached, its app and each type's version; refuses a host running another app.
@@ -139,16 +144,23 @@ async fn main() -> std::process::ExitCode {
         println!("{}", env!("CARGO_MANIFEST_DIR"));
         return std::process::ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, never into a log file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let cmd = Cli::parse().cmd;
+    // Traces are exported only by `run`, and only when an OTLP endpoint is given.
+    let endpoint = match &cmd {
+        Cmd::Run { otlp_endpoint, .. } => {
+            sluice_cli::otlp::Endpoint::resolve(otlp_endpoint.as_deref())
+        }
+        _ => None,
+    };
+    let _traces = match sluice_cli::otlp::init(endpoint) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     // A failed command says what failed and exits 1; no stack trace, whatever RUST_BACKTRACE.
-    match dispatch(Cli::parse().cmd).await {
+    match dispatch(cmd).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -165,6 +177,7 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             admin_listen,
             admin_token,
             database_url,
+            otlp_endpoint: _,
         } => run(app_dir, listen, admin_listen, admin_token, database_url).await,
         Cmd::Dlq {
             op,

@@ -7,6 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
+use sluice_trace::TraceParent;
 
 /// How a message counts as delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
@@ -71,6 +72,9 @@ pub struct Envelope {
     pub deadline: Option<Instant>,
     /// 1 for the first attempt, 2 for the first retry, …
     pub attempt: u32,
+    /// The trace context stored with the message (the sender's `dispatch` span); the
+    /// attempt's span is its child. `None` when traces are off.
+    pub trace: Option<TraceParent>,
 }
 
 /// What is at capacity when a receiver refuses with [`DeliveryError::Capacity`].

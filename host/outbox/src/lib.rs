@@ -51,4 +51,5 @@ pub use outbox::{DispatchResult, Outbox};
 pub use relay::RelayHandle;
 pub use sluice_flow::backoff::{RetryBudgetConfig, RetryPolicy};
 pub use sluice_flow::limiter::{ConcurrencyConfig, ConcurrencyStrategy};
+pub use sluice_trace::TraceParent;
 pub use url::DatabaseUrl;

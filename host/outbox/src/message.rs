@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use serde::Deserialize;
+use sluice_trace::TraceParent;
 
 use crate::delivery::DispatchMode;
 use crate::error::{Error, Result};
@@ -91,6 +92,9 @@ pub struct NewMessage {
     pub ttl_ms: Option<u64>,
     /// How the message counts as delivered (default [`DispatchMode::Cast`]).
     pub mode: DispatchMode,
+    /// The sender's trace context (its `dispatch` span), stored with the row so every
+    /// delivery attempt is a span of the same trace. `None` when traces are off.
+    pub trace: Option<TraceParent>,
 }
 
 impl NewMessage {
@@ -116,6 +120,7 @@ impl NewMessage {
             delay_ms: 0,
             ttl_ms: None,
             mode: DispatchMode::Cast,
+            trace: None,
         }
     }
 
@@ -160,6 +165,12 @@ impl NewMessage {
     /// Set the delivery mode.
     pub fn with_mode(mut self, mode: DispatchMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Set the trace context the deliveries continue.
+    pub fn with_trace(mut self, trace: Option<TraceParent>) -> Self {
+        self.trace = trace;
         self
     }
 
@@ -268,6 +279,8 @@ pub struct OutboxMessage {
     /// Delivery mode.
     #[sqlx(try_from = "String")]
     pub mode: DispatchMode,
+    /// The stored `traceparent` of the sender's span; `None` when traces were off.
+    pub traceparent: Option<String>,
 }
 
 impl OutboxMessage {

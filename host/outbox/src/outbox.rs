@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
+use tracing::Instrument;
 
 use futures_util::future::join_all;
 use rand::SeedableRng;
@@ -102,6 +103,54 @@ pub(crate) fn envelope_of(m: &mut OutboxMessage) -> Envelope {
         principal: (!m.principal.is_empty()).then(|| std::mem::take(&mut m.principal)),
         deadline: None,
         attempt: u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX),
+        // A malformed stored value (written by something else) only loses the trace.
+        trace: m.traceparent.as_deref().and_then(|t| t.parse().ok()),
+    }
+}
+
+/// The span of one delivery attempt, a child of the message's stored trace context; a
+/// disabled span (no allocation) while traces are off. Its `outcome` is recorded by
+/// [`record_attempt`].
+pub(crate) fn attempt_span(env: &Envelope) -> tracing::Span {
+    if !sluice_trace::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "outbox.attempt",
+        receiver = %env.receiver,
+        // i64: an OpenTelemetry integer (tracing-opentelemetry sends a u64 as text).
+        attempt = i64::from(env.attempt),
+        outcome = tracing::field::Empty,
+        error = tracing::field::Empty,
+    );
+    sluice_trace::set_parent(&span, env.trace);
+    span
+}
+
+/// Writes an attempt's outcome on its span: `delivered`, `refused` (capacity, retried),
+/// `failed` (retried) or `dead_lettered`, as [`Inner::record`] will settle it.
+pub(crate) fn record_attempt(span: &tracing::Span, inner: &Inner, m: &Attempted, v: &Verdict) {
+    if span.is_disabled() {
+        return;
+    }
+    let outcome = match v {
+        Verdict::Delivered => "delivered",
+        Verdict::Failed(DeliveryError::Capacity { .. }) => "refused",
+        Verdict::Failed(DeliveryError::Permanent(_)) => "dead_lettered",
+        Verdict::Failed(DeliveryError::Transient(_)) => {
+            let failures = u32::try_from(m.delivery_count - m.refusals + 1).unwrap_or(u32::MAX);
+            if inner.config.retry_policy.should_retry(failures) {
+                "failed"
+            } else {
+                "dead_lettered"
+            }
+        }
+        Verdict::NotAttempted => "not_attempted",
+        Verdict::Expired => "expired",
+    };
+    span.record("outcome", outcome);
+    if let Verdict::Failed(e) = v {
+        span.record("error", tracing::field::display(e));
     }
 }
 
@@ -337,6 +386,7 @@ impl Outbox {
                             principal: m.principal,
                             deadline,
                             attempt: 1,
+                            trace: m.trace,
                         };
                         attempts.push((attempted, envelope, permit, bulkhead));
                     }
@@ -354,7 +404,8 @@ impl Outbox {
         let verdicts = join_all(attempts.into_iter().map(
             |(attempted, envelope, permit, bulkhead)| async move {
                 let t0 = Instant::now();
-                let attempt = delivery.deliver(envelope);
+                let span = attempt_span(&envelope);
+                let attempt = delivery.deliver(envelope).instrument(span.clone());
                 let r = match deadline_at {
                     Some(d) => tokio::time::timeout_at(d, attempt)
                         .await
@@ -363,6 +414,7 @@ impl Outbox {
                 };
                 let elapsed = t0.elapsed().as_secs_f64();
                 let verdict = apply_verdict(bulkhead, permit, r);
+                record_attempt(&span, inner, &attempted, &verdict);
                 (attempted, verdict, elapsed)
             },
         ))

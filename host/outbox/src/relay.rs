@@ -20,11 +20,14 @@ use rand::rngs::SmallRng;
 use sluice_flow::backoff::RetryBudget;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::batch::BatchSize;
 use crate::delivery::Delivery;
 use crate::message::{OutboxMessage, Release, Settlement};
-use crate::outbox::{Attempted, Inner, Outbox, Verdict, apply_verdict, envelope_of};
+use crate::outbox::{
+    Attempted, Inner, Outbox, Verdict, apply_verdict, attempt_span, envelope_of, record_attempt,
+};
 
 /// Running relay workers. [`RelayHandle::shutdown`] stops them and waits; dropping the handle
 /// also stops them (at their next idle point) but does not wait.
@@ -313,12 +316,14 @@ async fn deliver_chain(
         };
         bulkhead.publish_limit();
         let envelope = envelope_of(&mut m);
+        let span = attempt_span(&envelope);
         let t0 = Instant::now();
-        let r = delivery.deliver(envelope).await;
+        let r = delivery.deliver(envelope).instrument(span.clone()).await;
         part.metrics
             .delivery_seconds
             .record(t0.elapsed().as_secs_f64());
         let verdict = apply_verdict(bulkhead, permit, r);
+        record_attempt(&span, inner, &attempted, &verdict);
         stopped = !matches!(verdict, Verdict::Delivered);
         out.push((attempted, verdict));
     }

@@ -15,6 +15,7 @@ on_postgres!(
     relay_delivers_every_stored_message_once_in_order_per_receiver,
     later_message_never_overtakes_an_earlier_one_backing_off,
     capacity_halves_the_limit_and_backs_off_at_least_retry_after,
+    the_trace_context_is_stored_and_handed_to_every_attempt,
     transient_failure_backs_off_without_moving_the_limit,
     permanent_failure_is_dead_lettered_at_once,
     max_attempts_dead_letters_and_unblocks_the_receiver,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_flow::deadline;
+use sluice_trace::TraceParent;
 
 use crate::error::ActorError;
 use crate::id::ActorId;
@@ -21,6 +22,9 @@ pub struct CallOptions {
     /// True when made from inside a turn (non-empty call chain): never refused by admission
     /// caps, and the deadline is inherited rather than defaulted.
     pub internal: bool,
+    /// The caller's span context (W3C `traceparent`): the receiving turn's span becomes its
+    /// child. `None` when traces are off (see [`sluice_trace::enabled`]).
+    pub trace: Option<TraceParent>,
 }
 
 impl CallOptions {

@@ -52,3 +52,4 @@ pub use route::{Outgoing, Route};
 pub use sluice_bus as bus;
 pub use sluice_flow::mailbox::MailboxStrategy;
 pub use sluice_outbox as outbox;
+pub use sluice_trace::TraceParent;

@@ -183,6 +183,7 @@ impl Local {
                 .unwrap_or_else(|| self.system.clone()),
             deadline,
             enqueued,
+            trace: opts.trace,
             reply: None,
             permit: None,
             window_permit: None,

@@ -25,6 +25,8 @@ pub(crate) struct Message {
     pub principal: Arc<str>,
     pub deadline: Option<Instant>,
     pub enqueued: Instant,
+    /// The sender's span context; the turn's span is its child.
+    pub trace: Option<sluice_trace::TraceParent>,
     pub reply: Option<Reply>,
     /// The message's slot in the host-wide admission depth (when that cap is on); released
     /// when the message is dropped — after its turn, a skip, a displacement or a stop.

@@ -70,6 +70,8 @@ impl Delivery for RuntimeDelivery {
             principal: env.principal.map(Arc::from),
             sender: ActorId::parse(&env.sender).ok(),
             internal: true,
+            // The relay attempt's span (this runs inside it): the receiving turn is its child.
+            trace: sluice_trace::current(),
         };
         let payload: Vec<u8> = env.payload.into();
         match env.mode {
@@ -119,7 +121,7 @@ pub(crate) async fn tell_reliable(
         Err(e) => e,
     };
     tracing::debug!(actor = %id, error = %direct, "tell_reliable: direct delivery failed, storing in the outbox");
-    let mut m = NewMessage::new(id.to_string(), msg_type, payload);
+    let mut m = NewMessage::new(id.to_string(), msg_type, payload).with_trace(opts.trace);
     if let Some(s) = &opts.sender {
         m = m.with_sender(s.to_string());
     }
@@ -146,6 +148,7 @@ pub(crate) fn dispatch_messages(
     sender: &ActorId,
     principal: &str,
     max_payload: usize,
+    trace: Option<sluice_trace::TraceParent>,
 ) -> Result<Vec<NewMessage>, ActorError> {
     if req.payload.len() > max_payload {
         return Err(ActorError::invalid_argument(format!(
@@ -173,7 +176,8 @@ pub(crate) fn dispatch_messages(
         let mut m = NewMessage::new(t.clone(), msg_type, req.payload.clone())
             .with_sender(sender.to_string())
             .with_scope(tenant.clone(), namespace.clone())
-            .with_mode(mode);
+            .with_mode(mode)
+            .with_trace(trace);
         if principal != SYSTEM_PRINCIPAL {
             m = m.with_principal(principal);
         }

@@ -141,7 +141,7 @@ pub trait Channel: Send + Sync + 'static {
 pub(crate) const COLUMNS: &str = "id, tenant, namespace, channel, partition, sender, receiver, \
     receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, \
     sequence_number, delivery_count, refusals, send_at, created_at, claimed_until, acked, \
-    dead_lettered, dead_reason, last_error, expires_at, mode";
+    dead_lettered, dead_reason, last_error, expires_at, mode, traceparent";
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Rows per multi-row statement (SQLite allows 32 766 bound values, Postgres 65 535).

@@ -320,6 +320,7 @@ impl EnqueueTx for PgEnqueue<'_> {
         let mut claimed_until = Vec::with_capacity(n);
         let mut expires_at = Vec::with_capacity(n);
         let mut mode = Vec::with_capacity(n);
+        let mut trace: Vec<Option<String>> = Vec::with_capacity(n);
         for ins in rows {
             let r = ins.row;
             let m = &r.msg;
@@ -342,15 +343,17 @@ impl EnqueueTx for PgEnqueue<'_> {
             claimed_until.push(ins.claimed_until);
             expires_at.push(r.expires_at);
             mode.push(m.mode.as_str());
+            trace.push(m.trace.map(|t| t.to_string()));
         }
         let mut ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
              receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
-             conflict, sequence_number, send_at, created_at, claimed_until, expires_at, mode) \
+             conflict, sequence_number, send_at, created_at, claimed_until, expires_at, mode, \
+             traceparent) \
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], \
                $6::text[], $7::text[], $8::text[], $9::bytea[], $10::text[], $11::text[], \
                $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
-               $18::int8[], $19::text[]) \
+               $18::int8[], $19::text[], $20::text[]) \
              RETURNING id",
         )
         .bind(&tenant)
@@ -372,6 +375,7 @@ impl EnqueueTx for PgEnqueue<'_> {
         .bind(&claimed_until)
         .bind(&expires_at)
         .bind(&mode)
+        .bind(&trace)
         .fetch_all(&mut *self.tx)
         .await?;
         ids.sort_unstable();
@@ -381,8 +385,8 @@ impl EnqueueTx for PgEnqueue<'_> {
     async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
         sqlx::query(
             "UPDATE outbox_messages SET payload = $1, principal = $2, headers = $3, \
-             msg_type = $4, sequence_number = $5, expires_at = $6, sender = $7, mode = $8 \
-             WHERE id = $9 AND NOT acked AND NOT dead_lettered",
+             msg_type = $4, sequence_number = $5, expires_at = $6, sender = $7, mode = $8, \
+             traceparent = $10 WHERE id = $9 AND NOT acked AND NOT dead_lettered",
         )
         .bind(r.msg.payload.as_ref())
         .bind(r.msg.principal.as_deref().unwrap_or(""))
@@ -393,6 +397,7 @@ impl EnqueueTx for PgEnqueue<'_> {
         .bind(r.msg.sender.as_str())
         .bind(r.msg.mode.as_str())
         .bind(id)
+        .bind(r.msg.trace.map(|t| t.to_string()))
         .execute(&mut *self.tx)
         .await?;
         Ok(())

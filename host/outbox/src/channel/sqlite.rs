@@ -290,7 +290,7 @@ impl EnqueueTx for SqliteEnqueue<'_> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, \
              receiver, receiver_type, msg_type, payload, principal, headers, idempotency_key, \
-             conflict, sequence_number, send_at, created_at, expires_at, mode) ",
+             conflict, sequence_number, send_at, created_at, expires_at, mode, traceparent) ",
         );
         q.push_values(rows, |mut b, ins| {
             let r = ins.row;
@@ -312,7 +312,8 @@ impl EnqueueTx for SqliteEnqueue<'_> {
                 .push_bind(r.send_at)
                 .push_bind(r.created_at)
                 .push_bind(r.expires_at)
-                .push_bind(m.mode.as_str());
+                .push_bind(m.mode.as_str())
+                .push_bind(m.trace.map(|t| t.to_string()));
         });
         let last = q.build().execute(&mut *self.tx).await?.last_insert_rowid();
         let first = last - rows.len() as i64 + 1;
@@ -331,7 +332,7 @@ impl EnqueueTx for SqliteEnqueue<'_> {
     async fn overwrite(&mut self, id: i64, r: &NewRow) -> Result<()> {
         sqlx::query(
             "UPDATE outbox_messages SET payload = ?, principal = ?, headers = ?, msg_type = ?, \
-             sequence_number = ?, expires_at = ?, sender = ?, mode = ? \
+             sequence_number = ?, expires_at = ?, sender = ?, mode = ?, traceparent = ? \
              WHERE id = ? AND acked = 0 AND dead_lettered = 0",
         )
         .bind(r.msg.payload.as_ref())
@@ -342,6 +343,7 @@ impl EnqueueTx for SqliteEnqueue<'_> {
         .bind(r.expires_at)
         .bind(r.msg.sender.as_str())
         .bind(r.msg.mode.as_str())
+        .bind(r.msg.trace.map(|t| t.to_string()))
         .bind(id)
         .execute(&mut *self.tx)
         .await?;
@@ -658,7 +660,7 @@ impl Channel for SqliteChannel {
 const JSON_ROW: &str = "json_array(id, tenant, namespace, channel, partition, sender, receiver, \
     receiver_type, msg_type, hex(payload), principal, headers, idempotency_key, conflict, \
     sequence_number, delivery_count, refusals, send_at, created_at, acked, dead_lettered, \
-    dead_reason, last_error, expires_at, mode)";
+    dead_reason, last_error, expires_at, mode, traceparent)";
 
 /// Up to `limit` pending rows of `partition` after `after`, in id order, as one JSON result
 /// row.
@@ -718,6 +720,7 @@ struct JsonRow {
     last_error: Option<String>,
     expires_at: i64,
     mode: String,
+    traceparent: Option<String>,
 }
 
 impl JsonRow {
@@ -760,6 +763,7 @@ impl JsonRow {
             last_error: self.last_error,
             expires_at: self.expires_at,
             mode,
+            traceparent: self.traceparent,
         })
     }
 }

@@ -124,6 +124,60 @@ pub async fn capacity_halves_the_limit_and_backs_off_at_least_retry_after(store:
     assert_eq!(limits, vec![(0, "other".to_string(), 6)]);
 }
 
+pub async fn the_trace_context_is_stored_and_handed_to_every_attempt(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(1).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    let tp: sluice_outbox::TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        .parse()
+        .unwrap();
+    rx.script("Slow/1", [Answer::Capacity(10)]);
+    outbox
+        .store(msg("Slow/1", "traced").with_trace(Some(tp)))
+        .await
+        .unwrap();
+    outbox.store(msg("Slow/2", "untraced")).await.unwrap();
+    // An OVERWRITE keeps the newer message's context.
+    let newer: sluice_outbox::TraceParent =
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            .parse()
+            .unwrap();
+    outbox
+        .store(
+            msg("Slow/3", "v1")
+                .with_key("k", Conflict::Overwrite)
+                .with_trace(Some(tp)),
+        )
+        .await
+        .unwrap();
+    outbox
+        .store(
+            msg("Slow/3", "v2")
+                .with_key("k", Conflict::Overwrite)
+                .with_trace(Some(newer)),
+        )
+        .await
+        .unwrap();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("all three delivered", T, |r| r.delivered_count() == 3)
+        .await;
+    relay.shutdown().await;
+    let seen = rx.seen();
+    let traced: Vec<_> = seen.iter().filter(|s| s.receiver == "Slow/1").collect();
+    assert_eq!(traced.len(), 2, "refused, then delivered");
+    assert!(traced.iter().all(|s| s.trace == Some(tp)), "{traced:?}");
+    assert_eq!(
+        traced.iter().map(|s| s.attempt).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let plain = seen.iter().find(|s| s.receiver == "Slow/2").unwrap();
+    assert_eq!(plain.trace, None);
+    let replaced = seen.iter().find(|s| s.receiver == "Slow/3").unwrap();
+    assert_eq!(replaced.payload, b"v2");
+    assert_eq!(replaced.trace, Some(newer));
+}
+
 pub async fn transient_failure_backs_off_without_moving_the_limit(store: Store) {
     let outbox = store
         .open(fast_config().partitions(1).build().unwrap())

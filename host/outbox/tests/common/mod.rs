@@ -162,6 +162,7 @@ pub struct Seen {
     pub payload: Vec<u8>,
     pub principal: Option<String>,
     pub attempt: u32,
+    pub trace: Option<sluice_outbox::TraceParent>,
     pub ok: bool,
     /// On tokio's clock (virtual on paused time).
     pub at: Instant,
@@ -322,6 +323,7 @@ impl Delivery for TestReceiver {
                 payload: msg.payload.to_vec(),
                 principal: msg.principal,
                 attempt: msg.attempt,
+                trace: msg.trace,
                 ok: result.is_ok(),
                 at: Instant::now(),
             });

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
 use wasmtime::{Store, UpdateDeadline};
 
 use super::cell::ActorCell;
@@ -147,7 +148,9 @@ pub(crate) async fn turn(
             .deadline
             .map(|d| d.saturating_duration_since(now).as_millis() as u64),
     };
+    let span = turn_span(&l.store.data().self_id, &env.msg_type, msg.trace);
     let t = &mut l.store.data_mut().turn;
+    t.trace = sluice_trace::of(&span);
     t.started = now;
     t.waited = Duration::ZERO;
     t.deadline = msg.deadline;
@@ -159,10 +162,46 @@ pub(crate) async fn turn(
         .world
         .sluice_actor_actor()
         .call_handle(&mut l.store, &env)
+        .instrument(span.clone())
         .await
     {
-        Ok(Ok(bytes)) => Ok(Ok(bytes)),
-        Ok(Err(e)) => Ok(Err(from_wit(e))),
-        Err(e) => Err(crash(&l.store, &e, "handle")),
+        Ok(Ok(bytes)) => {
+            span.record("outcome", "ok");
+            Ok(Ok(bytes))
+        }
+        Ok(Err(e)) => {
+            let e = from_wit(e);
+            span.record("outcome", "error");
+            span.record("error", tracing::field::display(&e));
+            Ok(Err(e))
+        }
+        Err(e) => {
+            let c = crash(&l.store, &e, "handle");
+            span.record("outcome", "crash");
+            span.record("error", tracing::field::display(&c.error));
+            Err(c)
+        }
     }
+}
+
+/// The span a turn runs in, a child of the message's trace context (a root when the message
+/// carries none). Disabled, and free, while traces are off: the hot path then allocates
+/// nothing for tracing. A guest's `host.log` lines are events of this span.
+fn turn_span(
+    actor: &crate::id::ActorId,
+    msg_type: &str,
+    parent: Option<sluice_trace::TraceParent>,
+) -> tracing::Span {
+    if !sluice_trace::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "turn",
+        actor = %actor,
+        msg_type,
+        outcome = tracing::field::Empty,
+        error = tracing::field::Empty,
+    );
+    sluice_trace::set_parent(&span, parent);
+    span
 }

@@ -112,6 +112,7 @@ pub(crate) async fn hand_over(
             principal: event.principal.clone(),
             deadline,
             enqueued: Instant::now(),
+            trace: None,
             reply: reply.take(),
             permit: None,
             window_permit: slot.take(),

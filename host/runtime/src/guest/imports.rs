@@ -116,7 +116,13 @@ impl outbox::Host for StoreState {
         };
         let t0 = Instant::now();
         let r = host
-            .dispatch(req, &self.self_id, &self.turn.principal, self.turn.deadline)
+            .dispatch(
+                req,
+                &self.self_id,
+                &self.turn.principal,
+                self.turn.deadline,
+                self.turn.trace,
+            )
             .await;
         self.turn.waited += t0.elapsed();
         Ok(r.map_err(to_wit))

@@ -59,6 +59,7 @@ pub(crate) trait GuestHost: Send + Sync {
         me: &ActorId,
         principal: &Arc<str>,
         deadline: Option<Instant>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<wit::DispatchResult, ActorError>;
     /// A direct tell, falling back to the outbox.
     async fn tell_reliable(
@@ -90,6 +91,8 @@ pub(crate) struct Turn {
     pub deadline: Option<Instant>,
     pub principal: Arc<str>,
     pub max_turn: Duration,
+    /// The turn's span context, sent with every call it makes; `None` when traces are off.
+    pub trace: Option<sluice_trace::TraceParent>,
 }
 
 /// Refuses memory growth past the actor's limit and remembers that it did, so the trap that
@@ -161,6 +164,7 @@ impl StoreState {
                 deadline: None,
                 principal,
                 max_turn,
+                trace: None,
             },
         }
     }
@@ -184,6 +188,7 @@ impl StoreState {
             principal: Some(self.turn.principal.clone()),
             sender: Some(self.self_id.clone()),
             internal: true,
+            trace: self.turn.trace,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use async_trait::async_trait;
 
@@ -96,9 +97,25 @@ impl GuestHost for HostInner {
         me: &ActorId,
         principal: &Arc<str>,
         deadline: Option<Instant>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<wit::DispatchResult, ActorError> {
-        let msgs =
-            reliable::dispatch_messages(&req, me, principal, self.env.config.max_payload_bytes)?;
+        // The dispatch is a span of the turn's trace; the stored rows carry its context, so
+        // every delivery attempt (immediate or relayed) is its child.
+        let span = if trace.is_some() {
+            let span = tracing::info_span!("outbox.dispatch", targets = req.targets.len() as i64);
+            sluice_trace::set_parent(&span, trace);
+            span
+        } else {
+            tracing::Span::none()
+        };
+        let trace = sluice_trace::of(&span).or(trace);
+        let msgs = reliable::dispatch_messages(
+            &req,
+            me,
+            principal,
+            self.env.config.max_payload_bytes,
+            trace,
+        )?;
         for m in &msgs {
             validate_msg_type(&m.msg_type)?;
         }
@@ -108,6 +125,7 @@ impl GuestHost for HostInner {
         let outbox = self.attached_outbox()?;
         let d = outbox
             .dispatch(msgs, &self.delivery(), deadline)
+            .instrument(span)
             .await
             .map_err(outbox_error)?;
         Ok(wit::DispatchResult {

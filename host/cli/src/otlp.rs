@@ -1,0 +1,106 @@
+//! Trace export: an OpenTelemetry layer in the `tracing` subscriber and an OTLP exporter
+//! (HTTP, protobuf, the async reqwest client on a tokio-driven batch processor), set up only
+//! when an endpoint is given — `sluice run --otlp-endpoint URL` or the standard
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`. Without one nothing
+//! is installed and the runtime creates no spans per message.
+
+use anyhow::Context;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{SpanExporter, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// The standard variables that turn export on when no flag is given.
+const ENDPOINT_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+];
+
+/// Where traces go: the flag's base URL (`/v1/traces` is appended, as for
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`), or `FromEnv` when only the standard variables are set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `--otlp-endpoint`: the collector's base URL, e.g. `http://127.0.0.1:4318`.
+    Url(String),
+    /// One of the standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables; the exporter reads it.
+    FromEnv,
+}
+
+impl Endpoint {
+    /// The flag if given, else the environment, else `None` (no export).
+    pub fn resolve(flag: Option<&str>) -> Option<Self> {
+        if let Some(url) = flag.filter(|u| !u.trim().is_empty()) {
+            return Some(Endpoint::Url(url.trim().to_string()));
+        }
+        ENDPOINT_VARS
+            .iter()
+            .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
+            .then_some(Endpoint::FromEnv)
+    }
+}
+
+/// Flushes and shuts the exporter down when dropped (spans still batched are sent).
+pub struct Guard(SdkTracerProvider);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.shutdown() {
+            eprintln!("sluice: trace exporter shutdown: {e}");
+        }
+    }
+}
+
+/// The log filter every `sluice` command uses: `RUST_LOG`, else `info`.
+fn log_filter() -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
+}
+
+/// Installs the global subscriber: the stderr log, plus — when `endpoint` is set — the
+/// OpenTelemetry layer exporting sluice's spans (ingress, turn, dispatch, relay attempt) and
+/// the events inside them (a guest's `host.log` lines) over OTLP. Must run inside a tokio
+/// runtime (the batch processor is a tokio task).
+pub fn init(endpoint: Option<Endpoint>) -> anyhow::Result<Option<Guard>> {
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, never into a log file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(log_filter());
+    let Some(endpoint) = endpoint else {
+        tracing_subscriber::registry().with(fmt).init();
+        return Ok(None);
+    };
+    let mut exporter = SpanExporter::builder().with_http();
+    if let Endpoint::Url(base) = &endpoint {
+        let base = base.trim_end_matches('/');
+        let url = if base.ends_with("/v1/traces") {
+            base.to_string()
+        } else {
+            format!("{base}/v1/traces")
+        };
+        exporter = exporter.with_endpoint(url);
+    }
+    let exporter = exporter
+        .build()
+        .context("building the OTLP span exporter")?;
+    let processor =
+        BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(Resource::builder().with_service_name("sluice").build())
+        .build();
+    let tracer = provider.tracer("sluice");
+    // Only sluice's own spans and the events in them: not every dependency's debug spans.
+    // (A target matches by prefix: `sluice` covers sluice_runtime, sluice::guest, ….)
+    let exported = Targets::new().with_target("sluice", tracing::Level::INFO);
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(exported);
+    tracing_subscriber::registry().with(fmt).with(otel).init();
+    sluice_trace::enable();
+    Ok(Some(Guard(provider)))
+}

@@ -1,0 +1,337 @@
+//! Traces of a real `sluice run --otlp-endpoint`, received by a real OTLP/HTTP receiver in the
+//! test and decoded with the `opentelemetry-proto` types: one ingress call whose job fans out
+//! through `dispatch`, is refused by a full mailbox and then delivered by the relay is ONE
+//! trace with the right parentage; an incoming `traceparent` is continued; a guest's
+//! `host.log` is an event of its turn's span.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_until};
+
+/// A dispatcher (`echo`), and a worker (`slow`) with a one-slot `error` mailbox.
+const APP: &str = r#"
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[[supervisor.children]]
+name = "worker"
+actor_type = "Slow"
+module = "slow.wasm"
+mailbox_capacity = 1
+mailbox_strategy = "error"
+
+[outbox]
+partitions = 1
+"#;
+
+/// Every span the receiver has been sent.
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<Span>>>);
+
+impl Received {
+    fn spans(&self) -> Vec<Span> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A real OTLP/HTTP trace receiver on a loopback port: POST /v1/traces with a protobuf
+/// `ExportTraceServiceRequest`. Returns its base URL.
+async fn otlp_receiver() -> (String, Received) {
+    async fn accept(State(r): State<Received>, body: Bytes) -> axum::http::StatusCode {
+        let Ok(req) = ExportTraceServiceRequest::decode(body) else {
+            return axum::http::StatusCode::BAD_REQUEST;
+        };
+        let mut spans = r.0.lock().unwrap();
+        for rs in req.resource_spans {
+            for ss in rs.scope_spans {
+                spans.extend(ss.spans);
+            }
+        }
+        axum::http::StatusCode::OK
+    }
+    let received = Received::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(accept))
+        .with_state(received.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (url, received)
+}
+
+/// `sluice run APP --otlp-endpoint URL`, exporting every 100 ms.
+async fn traced_run(otlp: &str, dir: &std::path::Path) -> SluiceRun {
+    let bin = sluice_binary("sluice-traces");
+    SluiceRun::start(
+        &bin,
+        dir,
+        &["--otlp-endpoint", otlp],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100"), ("RUST_LOG", "info")],
+    )
+    .await
+}
+
+fn attr<'a>(s: &'a Span, key: &str) -> Option<&'a Any> {
+    s.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn attr_str<'a>(s: &'a Span, key: &str) -> &'a str {
+    match attr(s, key) {
+        Some(Any::StringValue(v)) => v,
+        _ => "",
+    }
+}
+
+fn attr_int(s: &Span, key: &str) -> Option<i64> {
+    match attr(s, key) {
+        Some(Any::IntValue(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The `traceparent` a response names: (trace id, span id) in hex.
+fn response_trace(resp: &reqwest::Response) -> (String, String) {
+    let tp = resp
+        .headers()
+        .get("traceparent")
+        .expect("a traced call answers with its traceparent")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let parts: Vec<&str> = tp.split('-').collect();
+    assert_eq!(parts.len(), 4, "{tp}");
+    (parts[1].to_string(), parts[2].to_string())
+}
+
+fn one<'a>(spans: &'a [Span], what: &str, f: impl Fn(&Span) -> bool) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| f(s)).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {what}, got {}: {spans:#?}",
+        found.len()
+    );
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_refused_once_then_relayed_is_one_trace_from_ingress_to_the_receiving_turn() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let http = reqwest::Client::new();
+    let tell = |msg_type: &'static str, payload: &'static str| {
+        http.post(format!("{}/actors/Slow/w/tell/{msg_type}", run.ingress))
+            .body(payload)
+            .send()
+    };
+
+    // Fill the worker: a 1.5 s turn running, then short messages until its one slot is
+    // taken and a tell is refused.
+    assert_eq!(tell("sleep", "1500").await.unwrap().status(), 202);
+    let mut refused = false;
+    for _ in 0..50 {
+        if tell("sleep", "1").await.unwrap().status() == 429 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the worker's mailbox never filled");
+
+    // The job: the dispatcher fans out to the full worker through the outbox.
+    let job = serde_json::json!({"targets": ["Slow/w"], "msg_type": "job", "payload": "1"});
+    let resp = http
+        .post(format!("{}/actors/Echo/d/ask/dispatch", run.ingress))
+        .body(job.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (trace_id, ingress_id) = response_trace(&resp);
+    let reply: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(
+        reply,
+        serde_json::json!({"ok": true, "accepted": 0, "rejected": 1}),
+        "the immediate attempt is refused and the job left to the relay"
+    );
+
+    // Wait (bounded) for the worker's turn on the job to be exported.
+    let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
+    wait_until(Duration::from_secs(30), "the receiving turn's span", || {
+        received
+            .spans()
+            .iter()
+            .any(|s| of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "job")
+    })
+    .await;
+    let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
+    let id = |s: &Span| hex(&s.span_id);
+    let parent = |s: &Span| hex(&s.parent_span_id);
+
+    let ingress = one(&spans, "ingress span", |s| s.name == "ingress");
+    assert_eq!(id(ingress), ingress_id);
+    assert!(
+        ingress.parent_span_id.is_empty(),
+        "the ingress span is the root"
+    );
+    assert_eq!(attr_str(ingress, "actor"), "Echo/d");
+    let turn = one(&spans, "dispatcher turn", |s| {
+        s.name == "turn" && attr_str(s, "actor") == "Echo/d"
+    });
+    assert_eq!(parent(turn), id(ingress));
+    let dispatch = one(&spans, "dispatch span", |s| s.name == "outbox.dispatch");
+    assert_eq!(parent(dispatch), id(turn));
+    assert_eq!(attr_int(dispatch, "targets"), Some(1), "{dispatch:#?}");
+
+    let mut attempts: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "outbox.attempt")
+        .collect();
+    attempts.sort_by_key(|s| attr_int(s, "attempt"));
+    assert!(
+        attempts.len() >= 2,
+        "refused, then delivered: {attempts:#?}"
+    );
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(
+            parent(a),
+            id(dispatch),
+            "every attempt is a child of the dispatch"
+        );
+        assert_eq!(
+            attr_int(a, "attempt"),
+            Some(i as i64 + 1),
+            "attempts count 1, 2, …"
+        );
+        assert_eq!(attr_str(a, "receiver"), "Slow/w");
+    }
+    let (last, before) = attempts.split_last().unwrap();
+    assert_eq!(attr_str(before[0], "outcome"), "refused");
+    assert!(
+        attr_str(before[0], "error").starts_with("RESOURCE_EXHAUSTED: mailbox full"),
+        "{:?}",
+        attr_str(before[0], "error")
+    );
+    for a in before {
+        assert_eq!(attr_str(a, "outcome"), "refused");
+    }
+    assert_eq!(attr_str(last, "outcome"), "delivered");
+
+    let job_turn = one(&spans, "receiving turn", |s| {
+        s.name == "turn" && attr_str(s, "msg_type") == "job"
+    });
+    assert_eq!(attr_str(job_turn, "actor"), "Slow/w");
+    assert_eq!(
+        parent(job_turn),
+        id(last),
+        "the worker's turn is the delivered attempt's child"
+    );
+    assert_eq!(attr_str(job_turn, "outcome"), "ok");
+
+    // The fillers were traces of their own, not part of this one.
+    assert!(
+        !spans
+            .iter()
+            .any(|s| s.name == "turn" && attr_str(s, "msg_type") == "sleep"),
+        "{spans:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incoming_traceparent_is_continued_and_a_guest_log_is_an_event_of_its_turn() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let caller_trace = "0af7651916cd43dd8448eb211c80319c";
+    let caller_span = "b7ad6b7169203331";
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/Echo/l/ask/log", run.ingress))
+        .header("traceparent", format!("00-{caller_trace}-{caller_span}-01"))
+        .body("hello from the guest")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (trace_id, ingress_id) = response_trace(&resp);
+    assert_eq!(trace_id, caller_trace, "the caller's trace is continued");
+    assert_ne!(
+        ingress_id, caller_span,
+        "the ingress span is a new span in it"
+    );
+
+    let of_trace = |s: &Span| hex(&s.trace_id) == caller_trace;
+    wait_until(Duration::from_secs(30), "the logging turn's span", || {
+        received
+            .spans()
+            .iter()
+            .any(|s| of_trace(s) && s.name == "turn")
+    })
+    .await;
+    let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
+    let ingress = one(&spans, "ingress span", |s| s.name == "ingress");
+    assert_eq!(hex(&ingress.parent_span_id), caller_span);
+    let turn = one(&spans, "turn", |s| s.name == "turn");
+    assert_eq!(hex(&turn.parent_span_id), hex(&ingress.span_id));
+    assert!(
+        turn.events.iter().any(|e| {
+            e.name.contains("hello from the guest")
+                || e.attributes.iter().any(|kv| {
+                    matches!(kv.value.as_ref().and_then(|v| v.value.as_ref()),
+                        Some(Any::StringValue(v)) if v.contains("hello from the guest"))
+                })
+        }),
+        "the guest's log line is an event of its turn: {:#?}",
+        turn.events
+    );
+
+    // A malformed traceparent starts a new trace instead of failing the call.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/Echo/l/ask/echo", run.ingress))
+        .header("traceparent", "00-not-a-trace-01")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (fresh, _) = response_trace(&resp);
+    assert_ne!(fresh, caller_trace);
+    assert_eq!(fresh.len(), 32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_nothing_is_traced_or_answered() {
+    let dir = rust_app(&["echo", "slow"], APP);
+    let bin = sluice_binary("sluice-traces");
+    // No flag and no OTEL_* variable: no exporter, no trace context on the answer.
+    let run = SluiceRun::start(&bin, dir.path(), &[], &[]).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/Echo/n/ask/echo", run.ingress))
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("traceparent").is_none());
+}
