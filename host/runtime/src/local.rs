@@ -141,11 +141,6 @@ impl Local {
             entry,
             id,
         )?;
-        let mut cells = entry.cells.lock();
-        if let Some(c) = cells.get(id.key()) {
-            // Another sender created it meanwhile; our slot goes back.
-            return Ok(c.clone());
-        }
         let module = entry.ty.current();
         let cell = Arc::new(ActorCell::new(
             id.clone(),
@@ -155,8 +150,11 @@ impl Local {
             eager,
             slot,
         ));
-        cells.insert(Arc::from(id.key()), cell.clone());
-        drop(cells);
+        // Another sender may have created it meanwhile: then ours (and its slot) goes back.
+        let cell = match entry.insert_new(cell) {
+            Ok(cell) => cell,
+            Err(theirs) => return Ok(theirs),
+        };
         tokio::spawn(supervisor::run(
             cell.clone(),
             entry.clone(),
