@@ -3,6 +3,7 @@
 //! size, deadline (resolved once, the message's enqueue time) and the admission caps for
 //! arrivals. A new key takes its activation slot here, before anything is queued.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -192,7 +193,7 @@ impl Local {
     pub fn tell(
         &self,
         id: &ActorId,
-        msg_type: String,
+        msg_type: Cow<'_, str>,
         payload: Vec<u8>,
         opts: &CallOptions,
     ) -> Result<TellReceipt, ActorError> {
@@ -210,7 +211,7 @@ impl Local {
                 let d = deadline::resolve(None, opts.internal, now, self.env.config.call_timeout());
                 (d, now)
             });
-            self.message(t, p, opts, deadline, now)
+            self.message(t.into_owned(), p, opts, deadline, now)
         })
     }
 
@@ -267,7 +268,7 @@ impl Local {
 #[async_trait]
 impl Route for Local {
     async fn tell(&self, to: &ActorId, m: Outgoing) -> Result<TellReceipt, ActorError> {
-        Local::tell(self, to, m.msg_type, m.payload, &m.opts)
+        Local::tell(self, to, m.msg_type.into(), m.payload, &m.opts)
     }
 
     async fn ask(&self, to: &ActorId, m: Outgoing) -> Result<Vec<u8>, ActorError> {
