@@ -3,6 +3,7 @@
 //! size, deadline (resolved once, the message's enqueue time) and the admission caps for
 //! arrivals. A new key takes its activation slot here, before anything is queued.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -141,11 +142,6 @@ impl Local {
             entry,
             id,
         )?;
-        let mut cells = entry.cells.lock();
-        if let Some(c) = cells.get(id.key()) {
-            // Another sender created it meanwhile; our slot goes back.
-            return Ok(c.clone());
-        }
         let module = entry.ty.current();
         let cell = Arc::new(ActorCell::new(
             id.clone(),
@@ -155,8 +151,11 @@ impl Local {
             eager,
             slot,
         ));
-        cells.insert(Arc::from(id.key()), cell.clone());
-        drop(cells);
+        // Another sender may have created it meanwhile: then ours (and its slot) goes back.
+        let cell = match entry.insert_new(cell) {
+            Ok(cell) => cell,
+            Err(theirs) => return Ok(theirs),
+        };
         tokio::spawn(supervisor::run(
             cell.clone(),
             entry.clone(),
@@ -195,7 +194,7 @@ impl Local {
     pub fn tell(
         &self,
         id: &ActorId,
-        msg_type: String,
+        msg_type: Cow<'_, str>,
         payload: Vec<u8>,
         opts: &CallOptions,
     ) -> Result<TellReceipt, ActorError> {
@@ -213,7 +212,7 @@ impl Local {
                 let d = deadline::resolve(None, opts.internal, now, self.env.config.call_timeout());
                 (d, now)
             });
-            self.message(t, p, opts, deadline, now)
+            self.message(t.into_owned(), p, opts, deadline, now)
         })
     }
 
@@ -270,7 +269,7 @@ impl Local {
 #[async_trait]
 impl Route for Local {
     async fn tell(&self, to: &ActorId, m: Outgoing) -> Result<TellReceipt, ActorError> {
-        Local::tell(self, to, m.msg_type, m.payload, &m.opts)
+        Local::tell(self, to, m.msg_type.into(), m.payload, &m.opts)
     }
 
     async fn ask(&self, to: &ActorId, m: Outgoing) -> Result<Vec<u8>, ActorError> {

@@ -89,12 +89,14 @@ impl Delivery for RuntimeDelivery {
             }
             // Delivered once queued: no deadline rides along (a queued message past it would
             // be skipped after the outbox acked it).
-            DispatchMode::Cast => match routes.tell(&to, env.msg_type, payload, opts).await {
-                Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
-                // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
-                Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
-                Err(e) => Err(classify(e)),
-            },
+            DispatchMode::Cast => {
+                match routes.tell(&to, env.msg_type.into(), payload, opts).await {
+                    Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => Ok(()),
+                    // The receiver's drop_newest strategy would lose it: treat as a full mailbox.
+                    Ok(TellReceipt::DroppedNewest) => Err(DeliveryError::mailbox_full(1)),
+                    Err(e) => Err(classify(e)),
+                }
+            }
         }
     }
 }
@@ -110,7 +112,7 @@ pub(crate) async fn tell_reliable(
     opts: CallOptions,
 ) -> Result<DeliveryPath, ActorError> {
     let direct = match routes
-        .tell(id, msg_type.clone(), payload.clone(), opts.clone())
+        .tell(id, msg_type.as_str().into(), payload.clone(), opts.clone())
         .await
     {
         Ok(TellReceipt::Queued | TellReceipt::DisplacedOldest) => {

@@ -2,6 +2,7 @@
 //! straight to the local one — a branch on a set-once cell, so the embedded default pays no
 //! dynamic dispatch on its hot path.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::call::{CallOptions, TellReceipt};
@@ -31,10 +32,11 @@ impl Routes {
             .map_err(|_| ActorError::invalid_argument("a route is already installed"))
     }
 
+    /// `msg_type` is borrowed until the message is queued: a refused tell allocates nothing.
     pub async fn tell(
         &self,
         to: &ActorId,
-        msg_type: String,
+        msg_type: Cow<'_, str>,
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
@@ -44,7 +46,7 @@ impl Routes {
                 r.tell(
                     to,
                     Outgoing {
-                        msg_type,
+                        msg_type: msg_type.into_owned(),
                         payload,
                         opts,
                     },

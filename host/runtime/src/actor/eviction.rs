@@ -109,7 +109,7 @@ impl Scan {
     fn of(scope: &[Arc<TypeEntry>]) -> Self {
         let mut scan = Self::default();
         scan.visit(scope, true);
-        if scan.best.is_none() && scope.iter().any(|t| t.cells.lock().len() > LRU_SAMPLE) {
+        if scan.best.is_none() && scope.iter().any(|t| t.len() > LRU_SAMPLE) {
             scan.visit(scope, false);
         }
         scan
@@ -118,22 +118,14 @@ impl Scan {
     fn visit(&mut self, scope: &[Arc<TypeEntry>], sample: bool) {
         let now = coarse_now();
         for entry in scope {
-            let cells: Vec<Arc<ActorCell>> = {
-                let map = entry.cells.lock();
-                let (skip, take) = if sample {
-                    sample_window(
-                        map.len(),
-                        LRU_CURSOR.fetch_add(LRU_SAMPLE, Ordering::Relaxed),
-                    )
-                } else {
-                    (0, map.len())
-                };
-                map.values()
-                    .cycle()
-                    .skip(skip)
-                    .take(take)
-                    .cloned()
-                    .collect()
+            let cells = if sample {
+                let (skip, take) = sample_window(
+                    entry.len(),
+                    LRU_CURSOR.fetch_add(LRU_SAMPLE, Ordering::Relaxed),
+                );
+                entry.sample(skip, take)
+            } else {
+                entry.cells()
             };
             for c in cells {
                 self.look_at(c, now);

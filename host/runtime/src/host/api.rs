@@ -152,7 +152,7 @@ impl Host {
     ) -> Result<TellReceipt, ActorError> {
         self.inner
             .routes
-            .tell(to, msg_type.to_string(), payload, CallOptions::default())
+            .tell(to, msg_type.into(), payload, CallOptions::default())
             .await
     }
 
@@ -167,7 +167,7 @@ impl Host {
         let id = ActorId::parse(to)?;
         self.inner
             .routes
-            .tell(&id, msg_type.to_string(), payload.into(), opts)
+            .tell(&id, msg_type.into(), payload.into(), opts)
             .await
     }
 

@@ -98,7 +98,7 @@ impl HostInner {
         local.admission.note_type_cap(cap);
         // A stopped actor gets a fresh start with new code; live ones take the new mailbox
         // bounds now rather than at their next activation (nothing queued is dropped).
-        entry.cells.lock().retain(|_, c| {
+        entry.retain(|c| {
             let mut inbox = c.inbox.lock();
             inbox.mb.set_limits(spec.mailbox_capacity, strategy);
             inbox.state != InboxState::Stopped

@@ -66,7 +66,7 @@ impl GuestHost for HostInner {
         opts: CallOptions,
     ) -> Result<TellReceipt, ActorError> {
         let id = ActorId::parse(to)?;
-        self.routes.tell(&id, msg_type, payload, opts).await
+        self.routes.tell(&id, msg_type.into(), payload, opts).await
     }
 
     async fn ask(
