@@ -13,7 +13,9 @@ echo "== building the host and the driver" >&2
 cargo build --quiet -p sluice-cli -p job-queue-outbox -p job-queue-embedded
 status=0
 echo "== job_queue_outbox: every scenario, every language (sluice build, SQLite outbox)" >&2
-cargo run --quiet -p job-queue-outbox -- rust go python typescript || status=$?
+# The web console of the scenario that is running (SLUICE_DEMO_CONSOLE=ADDR moves it).
+cargo run --quiet -p job-queue-outbox -- rust go python typescript \
+  --console "${SLUICE_DEMO_CONSOLE:-127.0.0.1:7401}" || status=$?
 echo "== job_queue embedded (Rust test guests, host embedded as a library, SQLite outbox)" >&2
 (cd guests/rust && env -u CARGO_TARGET_DIR cargo build --quiet --release --target wasm32-wasip2)
 cargo run --quiet -p job-queue-embedded -- guests/rust/target/wasm32-wasip2/release target/demo \

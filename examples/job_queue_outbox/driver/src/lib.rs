@@ -274,7 +274,78 @@ pub async fn start_host(app: &Path) -> anyhow::Result<Host> {
     let (host, _) = sluice_app::start(app, |_| {})
         .await
         .with_context(|| format!("starting a host on {}", app.display()))?;
+    show_in_console(&host, app);
     Ok(host)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The live console of the run (`job-queue-outbox --console ADDR`; scripts/demo.sh turns it on).
+
+/// The console listener's current target: the admin API and `/ui` of the scenario host that
+/// started last, with the console sampling it.
+struct DemoConsole {
+    current: Mutex<Option<(axum::Router, sluice_cli::console::Console)>>,
+}
+
+static DEMO_CONSOLE: OnceLock<DemoConsole> = OnceLock::new();
+
+/// Serves the web console of `sluice run` at `addr` for the whole run: each scenario starts a
+/// fresh host, and from then on `http://ADDR/ui` shows that host (the page follows it when
+/// its stream ends). Only a process that calls this gets a console; the tests do not.
+pub async fn serve_console(addr: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use axum::response::IntoResponse;
+    use tower::ServiceExt;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the console listener on {addr}"))?;
+    let local = listener.local_addr()?;
+    DEMO_CONSOLE.get_or_init(|| DemoConsole {
+        current: Mutex::new(None),
+    });
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let current = DEMO_CONSOLE
+            .get()
+            .and_then(|c| c.current.lock().unwrap().as_ref().map(|(r, _)| r.clone()));
+        match current {
+            Some(router) => router.oneshot(req).await.into_response(),
+            None => (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "no scenario host has started yet; reload in a moment",
+            )
+                .into_response(),
+        }
+    });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("console listener stopped: {e}");
+        }
+    });
+    Ok(local)
+}
+
+/// Points the console (when one is served) at `host`. The previous host's sampler stops.
+fn show_in_console(host: &Host, app: &Path) {
+    let Some(console) = DEMO_CONSOLE.get() else {
+        return;
+    };
+    let sampler = sluice_cli::console::Console::start(
+        host.clone(),
+        sluice_cli::console::ConsoleConfig::default(),
+    );
+    // The app folder is WORK/LANG/SCENARIO/app: the console names the host "LANG/SCENARIO".
+    let part = |p: Option<&Path>| {
+        p.and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let scenario = app.parent();
+    let name = format!(
+        "{}/{}",
+        part(scenario.and_then(|s| s.parent())),
+        part(scenario)
+    );
+    let router = sluice_cli::admin::app_router(host.clone(), None, &sampler, name);
+    *console.current.lock().unwrap() = Some((router, sampler));
 }
 
 /// Runs one scenario of `lang` in `workdir`: fresh app folder, fresh host, the scenario, its

@@ -12,16 +12,25 @@ use job_queue_outbox::{Lang, SCENARIOS, root, run_scenario, summary};
 async fn main() -> anyhow::Result<()> {
     let mut langs = Vec::new();
     let mut work = root().join("target/job-queue-outbox/work");
+    let mut console = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--work" => {
                 work = PathBuf::from(args.next().ok_or_else(|| anyhow::anyhow!("--work DIR"))?)
             }
+            "--console" => {
+                console = Some(
+                    args.next()
+                        .ok_or_else(|| anyhow::anyhow!("--console ADDR"))?,
+                )
+            }
             "-h" | "--help" => {
                 eprintln!(
-                    "usage: job-queue-outbox [rust|go|python|typescript ...] [--work DIR]\n\
-                     Runs every scenario of examples/job_queue_outbox/PROTOCOL.md per language."
+                    "usage: job-queue-outbox [rust|go|python|typescript ...] [--work DIR] [--console ADDR]\n\
+                     Runs every scenario of examples/job_queue_outbox/PROTOCOL.md per language.\n\
+                     --console ADDR serves the web console of the running scenario's host at\n\
+                     http://ADDR/ui (e.g. 127.0.0.1:7401)."
                 );
                 return Ok(());
             }
@@ -34,6 +43,15 @@ async fn main() -> anyhow::Result<()> {
         langs = Lang::ALL.to_vec();
     }
     std::fs::create_dir_all(&work)?;
+    if let Some(addr) = console {
+        // A taken port costs the picture, not the run.
+        match job_queue_outbox::serve_console(&addr).await {
+            Ok(a) => eprintln!(
+                "== console: http://{a}/ui (the host of the scenario that is running; each scenario starts a fresh one)"
+            ),
+            Err(e) => eprintln!("== console: not served ({e:#}); the scenarios run without it"),
+        }
+    }
 
     // results[scenario][lang] = (pass, cell text, detail)
     let mut results: Vec<Vec<(bool, String, String)>> = vec![Vec::new(); SCENARIOS.len()];
