@@ -28,8 +28,9 @@ echo "== build guests"
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
 
 echo "== test"
-# `--all` also runs the slow polyglot checks (every language's error mapping, the 200k-call
-# soak per language, `sluice build` through the CLI).
+# Every language's error mapping, the 200k-call soak per language and `sluice build` through
+# the CLI run by default. `--all` adds the ignored tests: the slow build of every test guest in
+# every language (host/build/tests/build_echo.rs, ~3 min).
 if [ "${1:-}" = "--all" ]; then
   cargo test --workspace --no-fail-fast -- --test-threads=4 --include-ignored
 else
