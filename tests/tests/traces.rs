@@ -338,17 +338,28 @@ async fn without_an_endpoint_nothing_is_traced_or_answered() {
     assert!(resp.headers().get("traceparent").is_none());
 }
 
-/// A publisher (`Echo/pub`) and a routed subscriber (`Echo/audit`) of `evt.*.created`.
+/// A publisher (`Echo/pub`), a routed subscriber (`Echo/audit`) and a dispatch subscriber
+/// (`Session/{principal}`) of `evt.*.created`.
 const BUS_APP: &str = r#"
 [[supervisor.children]]
 name = "echo"
 actor_type = "Echo"
 module = "echo.wasm"
 
+[[supervisor.children]]
+name = "session"
+actor_type = "Session"
+module = "echo.wasm"
+
 [[bus.subscriptions]]
 actor_type = "Echo"
 key = "audit"
 topic = "evt.*.created"
+
+[[bus.subscriptions]]
+actor_type = "Session"
+topic = "evt.*.created"
+mode = "dispatch"
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,6 +371,7 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     let event = serde_json::json!({"topic": "evt.order.created", "payload": "order 7"});
     let resp = http
         .post(format!("{}/actors/Echo/pub/ask/publish", run.ingress))
+        .header("x-sluice-principal", "dana")
         .body(event.to_string())
         .send()
         .await
@@ -369,16 +381,15 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     let reply: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(reply, serde_json::json!({"ok": true}));
 
-    // Wait (bounded) for the subscriber's turn on the event to be exported.
+    // Wait (bounded) for both subscribers' turns on the event to be exported.
     let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
+    let delivered = |s: &Span| {
+        of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "evt.order.created"
+    };
     wait_until(
         Duration::from_secs(30),
-        "the subscriber's turn span",
-        || {
-            received.spans().iter().any(|s| {
-                of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "evt.order.created"
-            })
-        },
+        "both subscribers' turn spans",
+        || received.spans().iter().filter(|s| delivered(s)).count() == 2,
     )
     .await;
     let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
@@ -397,35 +408,50 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     assert_eq!(parent(publishing), id(ingress));
     assert_eq!(attr_str(publishing, "msg_type"), "publish");
 
-    let delivery = one(&spans, "bus delivery", |s| s.name == "bus.deliver");
     assert_eq!(
-        parent(delivery),
-        id(publishing),
-        "the delivery is a child of the publishing turn"
+        spans.iter().filter(|s| s.name == "bus.deliver").count(),
+        2,
+        "one delivery per subscriber: {spans:#?}"
     );
-    assert_eq!(attr_str(delivery, "topic"), "evt.order.created");
-    assert_eq!(attr_str(delivery, "subscriber"), "Echo/audit");
-    assert_eq!(attr_str(delivery, "outcome"), "delivered");
+    // The routed subscriber, then the dispatch subscriber (keyed by the publisher's principal).
+    for subscriber in ["Echo/audit", "Session/dana"] {
+        let delivery = one(&spans, "bus delivery", |s| {
+            s.name == "bus.deliver" && attr_str(s, "subscriber") == subscriber
+        });
+        assert_eq!(
+            parent(delivery),
+            id(publishing),
+            "the delivery to {subscriber} is a child of the publishing turn"
+        );
+        assert_eq!(attr_str(delivery, "topic"), "evt.order.created");
+        assert_eq!(attr_str(delivery, "outcome"), "delivered");
 
-    let sub_turn = one(&spans, "subscriber's turn", |s| {
-        s.name == "turn" && attr_str(s, "actor") == "Echo/audit"
-    });
-    assert_eq!(attr_str(sub_turn, "msg_type"), "evt.order.created");
-    assert_eq!(
-        parent(sub_turn),
-        id(delivery),
-        "the subscriber's turn is the delivery's child"
-    );
-    assert_eq!(attr_str(sub_turn, "outcome"), "ok");
+        let sub_turn = one(&spans, "subscriber's turn", |s| {
+            s.name == "turn" && attr_str(s, "actor") == subscriber
+        });
+        assert_eq!(attr_str(sub_turn, "msg_type"), "evt.order.created");
+        assert_eq!(
+            parent(sub_turn),
+            id(delivery),
+            "{subscriber}'s turn is its delivery's child"
+        );
+        assert_eq!(attr_str(sub_turn, "outcome"), "ok");
+    }
 
-    // And the event really reached the subscriber.
-    let recorded: serde_json::Value = http
-        .post(format!("{}/actors/Echo/audit/ask/recorded", run.ingress))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(recorded["items"], serde_json::json!(["order 7"]));
+    // And the event really reached both subscribers.
+    for subscriber in ["Echo/audit", "Session/dana"] {
+        let recorded: serde_json::Value = http
+            .post(format!("{}/actors/{subscriber}/ask/recorded", run.ingress))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            recorded["items"],
+            serde_json::json!(["order 7"]),
+            "{subscriber}"
+        );
+    }
 }
