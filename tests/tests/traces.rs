@@ -1,8 +1,10 @@
 //! Traces of a real `sluice run --otlp-endpoint`, received by a real OTLP/HTTP receiver in the
 //! test and decoded with the `opentelemetry-proto` types: one ingress call whose job fans out
 //! through `dispatch`, is refused by a full mailbox and then delivered by the relay is ONE
-//! trace with the right parentage; an incoming `traceparent` is continued; a guest's
-//! `host.log` is an event of its turn's span.
+//! trace with the right parentage; a bus event published by a traced turn is delivered to
+//! its subscriber in the same trace (ingress → publishing turn → `bus.deliver` → subscriber's
+//! turn); an incoming `traceparent` is continued; a guest's `host.log` is an event of its
+//! turn's span.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -334,4 +336,122 @@ async fn without_an_endpoint_nothing_is_traced_or_answered() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers().get("traceparent").is_none());
+}
+
+/// A publisher (`Echo/pub`), a routed subscriber (`Echo/audit`) and a dispatch subscriber
+/// (`Session/{principal}`) of `evt.*.created`.
+const BUS_APP: &str = r#"
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[[supervisor.children]]
+name = "session"
+actor_type = "Session"
+module = "echo.wasm"
+
+[[bus.subscriptions]]
+actor_type = "Echo"
+key = "audit"
+topic = "evt.*.created"
+
+[[bus.subscriptions]]
+actor_type = "Session"
+topic = "evt.*.created"
+mode = "dispatch"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subscribers_turn() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo"], BUS_APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let http = reqwest::Client::new();
+    let event = serde_json::json!({"topic": "evt.order.created", "payload": "order 7"});
+    let resp = http
+        .post(format!("{}/actors/Echo/pub/ask/publish", run.ingress))
+        .header("x-sluice-principal", "dana")
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (trace_id, ingress_id) = response_trace(&resp);
+    let reply: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(reply, serde_json::json!({"ok": true}));
+
+    // Wait (bounded) for both subscribers' turns on the event to be exported.
+    let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
+    let delivered = |s: &Span| {
+        of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "evt.order.created"
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "both subscribers' turn spans",
+        || received.spans().iter().filter(|s| delivered(s)).count() == 2,
+    )
+    .await;
+    let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
+    let id = |s: &Span| hex(&s.span_id);
+    let parent = |s: &Span| hex(&s.parent_span_id);
+
+    let ingress = one(&spans, "ingress span", |s| s.name == "ingress");
+    assert_eq!(id(ingress), ingress_id);
+    assert!(
+        ingress.parent_span_id.is_empty(),
+        "the ingress span is the root"
+    );
+    let publishing = one(&spans, "publishing turn", |s| {
+        s.name == "turn" && attr_str(s, "actor") == "Echo/pub"
+    });
+    assert_eq!(parent(publishing), id(ingress));
+    assert_eq!(attr_str(publishing, "msg_type"), "publish");
+
+    assert_eq!(
+        spans.iter().filter(|s| s.name == "bus.deliver").count(),
+        2,
+        "one delivery per subscriber: {spans:#?}"
+    );
+    // The routed subscriber, then the dispatch subscriber (keyed by the publisher's principal).
+    for subscriber in ["Echo/audit", "Session/dana"] {
+        let delivery = one(&spans, "bus delivery", |s| {
+            s.name == "bus.deliver" && attr_str(s, "subscriber") == subscriber
+        });
+        assert_eq!(
+            parent(delivery),
+            id(publishing),
+            "the delivery to {subscriber} is a child of the publishing turn"
+        );
+        assert_eq!(attr_str(delivery, "topic"), "evt.order.created");
+        assert_eq!(attr_str(delivery, "outcome"), "delivered");
+
+        let sub_turn = one(&spans, "subscriber's turn", |s| {
+            s.name == "turn" && attr_str(s, "actor") == subscriber
+        });
+        assert_eq!(attr_str(sub_turn, "msg_type"), "evt.order.created");
+        assert_eq!(
+            parent(sub_turn),
+            id(delivery),
+            "{subscriber}'s turn is its delivery's child"
+        );
+        assert_eq!(attr_str(sub_turn, "outcome"), "ok");
+    }
+
+    // And the event really reached both subscribers.
+    for subscriber in ["Echo/audit", "Session/dana"] {
+        let recorded: serde_json::Value = http
+            .post(format!("{}/actors/{subscriber}/ask/recorded", run.ingress))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            recorded["items"],
+            serde_json::json!(["order 7"]),
+            "{subscriber}"
+        );
+    }
 }

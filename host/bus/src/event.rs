@@ -26,6 +26,9 @@ pub struct Event {
     /// queueing delay is measured from here. Not set at construction so a
     /// publish reads the clock once.
     pub published_at: Option<Instant>,
+    /// The publisher's trace context (the turn that published it), so each delivery is a
+    /// span of the same trace. `None` when traces are off.
+    pub trace: Option<sluice_trace::TraceParent>,
 }
 
 impl Event {
@@ -39,6 +42,7 @@ impl Event {
             kind: "ipc",
             control: false,
             published_at: None,
+            trace: None,
         }
     }
 
@@ -51,6 +55,12 @@ impl Event {
     /// Sets the publishing actor.
     pub fn with_source(mut self, source: impl Into<Arc<str>>) -> Self {
         self.source = Some(source.into());
+        self
+    }
+
+    /// Sets the publisher's trace context (`None`: untraced).
+    pub fn with_trace(mut self, trace: Option<sluice_trace::TraceParent>) -> Self {
+        self.trace = trace;
         self
     }
 

@@ -9,6 +9,12 @@
 //! runtime's own messages: never refused by admission caps; they carry the default
 //! `call_timeout_ms` deadline from the moment they enter the mailbox, as timer deliveries do.
 //!
+//! # Traces
+//! An event published during a traced turn carries that turn's span context. Each hand-over
+//! to a subscriber then runs in a `bus.deliver` span (`topic`, `subscriber`, `outcome`, and
+//! `retries` when refused deliveries were held) that is its child, and the subscriber's turn
+//! is a child of that. An untraced event (traces off) creates no span at all.
+//!
 //! At most `delivery_window` events of one subscription are queued or running in the
 //! subscriber's mailbox at a time (a semaphore permit rides in each message and is released
 //! when the message is dropped, after its turn). The backlog therefore waits in the
@@ -131,13 +137,16 @@ impl HostBus {
     }
 
     /// Publishes on behalf of `principal`; `source` is the publishing actor (rate-limited per
-    /// its type), `None` for the host or an embedder (not rate-limited).
+    /// its type), `None` for the host or an embedder (not rate-limited). `trace` is the
+    /// publisher's span context (`None` when traces are off): each delivery's `bus.deliver`
+    /// span is its child.
     pub(crate) fn publish(
         &self,
         source: Option<&ActorId>,
         principal: &Arc<str>,
         topic: &str,
         payload: Vec<u8>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<PublishReport, ActorError> {
         let refused = |reason: &'static str| {
             metrics::counter!(PUBLISH_REFUSED_TOTAL, "reason" => reason).increment(1);
@@ -164,7 +173,9 @@ impl HostBus {
             refused("rate_limited");
             return Err(e);
         }
-        let mut ev = Event::new(topic, payload).with_principal(principal.clone());
+        let mut ev = Event::new(topic, payload)
+            .with_principal(principal.clone())
+            .with_trace(trace);
         if let Some(from) = source {
             ev = ev.with_source(from.as_str());
         }

@@ -80,9 +80,42 @@ impl Pump {
     }
 }
 
+/// The span of one event's hand-over to one subscriber, a child of the publisher's trace
+/// context; the subscriber's turn is its child. A disabled span (no allocation) for an
+/// untraced event or while traces are off. `outcome` and `retries` are recorded by
+/// [`hand_over`].
+fn deliver_span(event: &Event, target: &ActorId) -> tracing::Span {
+    if event.trace.is_none() || !sluice_trace::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "bus.deliver",
+        topic = %event.topic,
+        subscriber = %target,
+        outcome = tracing::field::Empty,
+        retries = tracing::field::Empty,
+    );
+    sluice_trace::set_parent(&span, event.trace);
+    span
+}
+
+/// Writes a hand-over's end on its span (nothing while it is disabled).
+fn record_delivery(span: &tracing::Span, outcome: &'static str, retries: u32) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("outcome", outcome);
+    if retries > 0 {
+        // i64: an OpenTelemetry integer (tracing-opentelemetry sends a u64 as text).
+        span.record("retries", i64::from(retries));
+    }
+}
+
 /// Puts `event` into `target`'s mailbox, holding it through refusals (retried with the
 /// mailbox's hint or a doubling backoff), and counts the outcome. `reply`, if any, rides in
 /// the message so the caller can wait for the turn. False when the host is gone or stopping.
+/// A traced event's hand-over runs in a `bus.deliver` span ([`deliver_span`]) whose context
+/// the message carries to the subscriber's turn.
 pub(crate) async fn hand_over(
     local: &Weak<Local>,
     sh: &Shared,
@@ -97,11 +130,16 @@ pub(crate) async fn hand_over(
     let mut reply = reply;
     let mut backoff = MIN_BACKOFF;
     let mut warned = false;
+    let span = deliver_span(event, target);
+    let trace = sluice_trace::of(&span).or(event.trace);
+    let mut retries = 0u32;
     loop {
         let Some(local) = local.upgrade() else {
+            record_delivery(&span, "stopped", retries);
             return false;
         };
         if local.env.is_shutting_down() {
+            record_delivery(&span, "stopped", retries);
             return false;
         }
         let deadline = local.env.config.call_timeout().map(|d| Instant::now() + d);
@@ -112,7 +150,7 @@ pub(crate) async fn hand_over(
             principal: event.principal.clone(),
             deadline,
             enqueued: Instant::now(),
-            trace: None,
+            trace,
             reply: reply.take(),
             permit: None,
             window_permit: slot.take(),
@@ -122,14 +160,17 @@ pub(crate) async fn hand_over(
         match res {
             Ok(TellReceipt::DroppedNewest) => {
                 sh.count_dropped();
+                record_delivery(&span, "dropped", retries);
                 return true;
             }
             Ok(_) => {
                 sh.delivered.fetch_add(1, Relaxed);
                 sh.m_delivered.increment(1);
+                record_delivery(&span, "delivered", retries);
                 return true;
             }
             Err(e) => {
+                retries = retries.saturating_add(1);
                 sh.retried.fetch_add(1, Relaxed);
                 sh.m_retried.increment(1);
                 if !warned {
@@ -146,7 +187,10 @@ pub(crate) async fn hand_over(
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = stop.changed() => return false,
+                    _ = stop.changed() => {
+                        record_delivery(&span, "stopped", retries);
+                        return false;
+                    }
                 }
             }
         }

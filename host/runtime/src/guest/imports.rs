@@ -153,7 +153,15 @@ impl bus::Host for StoreState {
     async fn publish(&mut self, topic: String, payload: Vec<u8>) -> Guest<()> {
         Ok(self
             .host()
-            .and_then(|h| h.publish(&self.self_id, &self.turn.principal, &topic, payload))
+            .and_then(|h| {
+                h.publish(
+                    &self.self_id,
+                    &self.turn.principal,
+                    &topic,
+                    payload,
+                    self.turn.trace,
+                )
+            })
             .map_err(to_wit))
     }
 }

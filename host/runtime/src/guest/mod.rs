@@ -69,13 +69,14 @@ pub(crate) trait GuestHost: Send + Sync {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<DeliveryPath, ActorError>;
-    /// A bus event on behalf of `principal`.
+    /// A bus event on behalf of `principal`, carrying the publishing turn's `trace`.
     fn publish(
         &self,
         from: &ActorId,
         principal: &Arc<str>,
         topic: &str,
         payload: Vec<u8>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<(), ActorError>;
     /// Charges `bytes` of IPC by `from`'s type for `principal` (the rate limiter).
     fn check_ipc(&self, from: &ActorId, principal: &str, bytes: usize) -> Result<(), ActorError>;

@@ -226,6 +226,7 @@ impl Host {
     /// Publishes `payload` on `topic` on behalf of `principal` (`None` = `system`), as the
     /// host or an embedder: no sending actor, not rate-limited. A bad topic is
     /// `INVALID_ARGUMENT`. Succeeds with no subscriber (the report says whom it reached).
+    /// Published inside a traced span, the event carries its context to every delivery.
     pub fn publish(
         &self,
         topic: &str,
@@ -233,9 +234,13 @@ impl Host {
         principal: Option<&str>,
     ) -> Result<sluice_bus::PublishReport, ActorError> {
         let principal = principal.map_or_else(|| self.inner.local().system.clone(), Arc::from);
-        self.inner
-            .bus
-            .publish(None, &principal, topic, payload.into())
+        self.inner.bus.publish(
+            None,
+            &principal,
+            topic,
+            payload.into(),
+            sluice_trace::current(),
+        )
     }
 
     /// Adds a subscription at run time (the app config's `[[bus.subscriptions]]` are added

@@ -151,9 +151,10 @@ impl GuestHost for HostInner {
         principal: &Arc<str>,
         topic: &str,
         payload: Vec<u8>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<(), ActorError> {
         self.bus
-            .publish(Some(from), principal, topic, payload)
+            .publish(Some(from), principal, topic, payload, trace)
             .map(drop)
     }
 
