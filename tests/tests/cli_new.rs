@@ -122,29 +122,39 @@ async fn sluice_new_rust_builds_runs_and_answers() {
     scaffold_builds_runs_and_answers("rust", "cargo test").await;
 }
 
-#[test]
-fn the_rust_scaffold_unit_test_passes_outside_the_repository() {
+/// `sluice new LANG .` into an existing empty folder, then the language's own test runner.
+fn unit_test_passes_outside_the_repository(lang: &str, runner: &str, args: &[&str]) -> String {
     let bin = sluice_binary("sluice-cli-new");
     let tmp = tempfile::tempdir().unwrap();
-    // An existing empty folder is fine.
-    let out = sluice(&bin, tmp.path(), &["new", "rust", "."]);
+    let out = sluice(&bin, tmp.path(), &["new", lang, "."]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let test = Command::new(env!("CARGO"))
-        .args(["test", "--quiet"])
+    let test = Command::new(runner)
+        .args(args)
         .current_dir(tmp.path())
         .env_remove("CARGO_TARGET_DIR")
         .output()
-        .expect("running cargo test");
+        .unwrap_or_else(|e| panic!("running {runner}: {e}"));
     assert!(
         test.status.success(),
         "{}\n{}",
         text(&test.stdout),
         text(&test.stderr)
     );
+    text(&test.stdout)
+}
+
+#[test]
+fn the_rust_scaffold_unit_test_passes_outside_the_repository() {
+    let out = unit_test_passes_outside_the_repository("rust", env!("CARGO"), &["test", "--quiet"]);
+    assert!(out.contains("1 passed"), "{out}");
+}
+
+#[test]
+fn the_go_scaffold_unit_test_passes_outside_the_repository() {
+    let out = unit_test_passes_outside_the_repository("go", "go", &["test", "-v", "./..."]);
     assert!(
-        text(&test.stdout).contains("1 passed"),
-        "{}",
-        text(&test.stdout)
+        out.contains("--- PASS: TestPingCountsAndUnknownTypesAreInvalidArgument"),
+        "{out}"
     );
 }
 

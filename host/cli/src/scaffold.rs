@@ -73,6 +73,10 @@ fn template(lang: &str, sdk: &Path) -> Vec<(&'static str, String)> {
                 "main.go",
                 include_str!("../../../guests/go/template/main.go").to_string(),
             ),
+            (
+                "main_test.go",
+                include_str!("../../../guests/go/template/main_test.go").to_string(),
+            ),
         ],
         "python" => vec![(
             "app.py",
@@ -108,13 +112,27 @@ fn template(lang: &str, sdk: &Path) -> Vec<(&'static str, String)> {
     }
 }
 
-/// The language's own unit-test command, run in the project folder.
-fn test_command(lang: &str) -> &'static str {
+/// The language's own unit-test command, run in the project folder, and a note on it.
+fn test_command(lang: &str) -> (&'static str, &'static str) {
     match lang {
-        "go" => "go vet ./... && go test ./...",
-        "python" => "python -m pytest",
-        "typescript" => "node --test",
-        "rust" => "cargo test",
+        "go" => (
+            "go test ./...",
+            "`main_test.go` runs the actor natively against the SDK's fake host (`sluicetest`).",
+        ),
+        "python" => (
+            "python3 -m pytest",
+            "The template has no test file yet: add a `test_app.py`; the SDK's fake host is in its \n\
+             `tests/conftest.py`.",
+        ),
+        "typescript" => (
+            "node --test",
+            "The template has no test file yet: add an `app.test.mjs`; the SDK's unit tests \n\
+             (`npm test` in the SDK) show its fake host.",
+        ),
+        "rust" => (
+            "cargo test",
+            "`src/lib.rs` has a unit test that calls the actor natively, without a host.",
+        ),
         _ => unreachable!(),
     }
 }
@@ -157,10 +175,13 @@ fn readme(name: &str, lang: &str) -> String {
          {test}\n\
          ```\n\
          \n\
+         {note}\n\
+         \n\
          `app-config.toml` declares the actor type {ACTOR_TYPE}; `sluice run` reloads nothing by\n\
          itself: after a change, `sluice build .` then `sluice deploy .` into the running host.\n",
         sdk = sdk.display(),
-        test = test_command(lang),
+        test = test_command(lang).0,
+        note = test_command(lang).1,
     )
 }
 
