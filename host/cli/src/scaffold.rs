@@ -121,12 +121,12 @@ fn test_command(lang: &str) -> (&'static str, &'static str) {
         ),
         "python" => (
             "python3 -m pytest",
-            "The template has no test file yet: add a `test_app.py`; the SDK's fake host is in its \n\
+            "The template has no test file yet: add a `test_app.py`; the SDK's fake host is in its\n\
              `tests/conftest.py`.",
         ),
         "typescript" => (
             "node --test",
-            "The template has no test file yet: add an `app.test.mjs`; the SDK's unit tests \n\
+            "The template has no test file yet: add an `app.test.mjs`; the SDK's unit tests\n\
              (`npm test` in the SDK) show its fake host.",
         ),
         "rust" => (
