@@ -8,4 +8,5 @@ pub mod console;
 pub mod ingress;
 pub mod metrics_export;
 pub mod otlp;
+pub mod scaffold;
 pub mod target;

@@ -97,6 +97,14 @@ enum Cmd {
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
     },
+    /// Scaffold an actor project in a new folder NAME from the SDK's template: the code, its
+    /// build config, a unit test where the template has one, app-config.toml and a README.
+    New {
+        /// go, python, typescript or rust.
+        lang: String,
+        /// The folder to create (it may exist if empty).
+        name: PathBuf,
+    },
     /// Build the Go, Python, TypeScript or Rust actor in DIR into a Sluice component.
     Build {
         /// The actor's folder (language detected from go.mod, *.py, package.json, Cargo.toml).
@@ -241,6 +249,19 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Build { dir, output, qjs } => build(dir, output, qjs),
+        Cmd::New { lang, name } => {
+            let s = sluice_cli::scaffold::new_project(&lang, &name)?;
+            println!(
+                "sluice: new {lang} actor in {}: {}",
+                s.dir.display(),
+                s.files.join(", ")
+            );
+            println!("next:");
+            for c in &s.next {
+                println!("  {c}");
+            }
+            Ok(())
+        }
     }
 }
 
@@ -258,6 +279,7 @@ fn build(dir: PathBuf, output: Option<PathBuf>, qjs: bool) -> anyhow::Result<()>
             JsBackend::StarlingMonkey
         },
         progress: Some(Arc::new(|p: &Progress| eprintln!("{p}"))),
+        repo_root: sluice_cli::scaffold::build_root(&dir),
         ..BuildOptions::default()
     };
     let out = sluice_build::build(&dir, &opts)

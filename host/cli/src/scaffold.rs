@@ -1,0 +1,240 @@
+//! `sluice new LANG NAME`: a new actor project from the template of a guest SDK.
+//!
+//! The template files are compiled into the binary, so the command works from any folder. The
+//! SDKs stay in the checkout the binary was built from: where a template points at its SDK by
+//! a relative path (Go's `replace` lines, Rust's path dependency), the scaffold gets the
+//! absolute path instead. `sluice build` finds the Python and TypeScript SDKs itself (the same
+//! built-in checkout), so those templates need no rewrite.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// The languages `sluice new` scaffolds, as typed on the command line.
+pub const LANGUAGES: [&str; 4] = ["go", "python", "typescript", "rust"];
+
+/// The actor type every scaffold declares in its `app-config.toml`.
+pub const ACTOR_TYPE: &str = "MyActor";
+
+/// Where `sluice build DIR` writes the component, relative to DIR (the scaffold's
+/// `app-config.toml` names it as its module).
+pub const MODULE: &str = ".sluice/actor.wasm";
+
+/// What `sluice new` wrote.
+#[derive(Debug)]
+pub struct Scaffold {
+    /// The project folder.
+    pub dir: PathBuf,
+    /// The files written, relative to `dir`.
+    pub files: Vec<String>,
+    /// The next three commands (build, run, call), for a shell in the current folder.
+    pub next: [String; 3],
+}
+
+/// The root of the checkout this binary was built from (host/cli -> repository root).
+pub fn checkout() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::canonicalize(&p).unwrap_or(p)
+}
+
+fn is_repo(p: &Path) -> bool {
+    p.join("wit").join("actor.wit").is_file() && p.join("guests").is_dir()
+}
+
+/// The repository `sluice build DIR` takes its WIT and SDKs from when neither `SLUICE_ROOT`
+/// nor an ancestor of DIR names one: this binary's checkout, the one `sluice new` points a
+/// scaffold's SDK paths at. `None` leaves the choice to `sluice_build`.
+pub fn build_root(dir: &Path) -> Option<PathBuf> {
+    if std::env::var_os("SLUICE_ROOT").is_some() {
+        return None;
+    }
+    let abs = std::path::absolute(dir).ok()?;
+    if abs.ancestors().any(is_repo) {
+        return None;
+    }
+    Some(checkout()).filter(|c| is_repo(c))
+}
+
+fn template(lang: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let s = |p: &Path| p.display().to_string();
+    match lang {
+        "go" => vec![
+            (
+                "go.mod",
+                include_str!("../../../guests/go/template/go.mod")
+                    .replace(
+                        "// Point both at your checkout of the Sluice repository (guests/go and guests/go/witpkg).",
+                        "// The Go SDK in the Sluice checkout `sluice new` was built from.",
+                    )
+                    .replace("=> ../witpkg", &format!("=> {}", s(&sdk.join("witpkg"))))
+                    .replace("=> ..\n", &format!("=> {}\n", s(sdk))),
+            ),
+            (
+                "main.go",
+                include_str!("../../../guests/go/template/main.go").to_string(),
+            ),
+            (
+                "main_test.go",
+                include_str!("../../../guests/go/template/main_test.go").to_string(),
+            ),
+        ],
+        "python" => vec![(
+            "app.py",
+            include_str!("../../../guests/python/template/app.py").to_string(),
+        )],
+        "typescript" => vec![(
+            "app.ts",
+            include_str!("../../../guests/typescript/template/app.ts").to_string(),
+        )],
+        "rust" => vec![
+            (
+                "Cargo.toml",
+                include_str!("../../../guests/rust/template/Cargo.toml")
+                    .replace(
+                        "# Point at your checkout of the Sluice repository (guests/rust/sdk).",
+                        "# The Rust SDK in the Sluice checkout `sluice new` was built from.",
+                    )
+                    .replace(
+                        "path = \"../sdk\"",
+                        &format!("path = {:?}", s(&sdk.join("sdk"))),
+                    ),
+            ),
+            (
+                "Cargo.lock",
+                include_str!("../../../guests/rust/template/Cargo.lock").to_string(),
+            ),
+            (
+                "src/lib.rs",
+                include_str!("../../../guests/rust/template/src/lib.rs").to_string(),
+            ),
+        ],
+        _ => unreachable!(),
+    }
+}
+
+/// The language's own unit-test command, run in the project folder, and a note on it.
+fn test_command(lang: &str) -> (&'static str, &'static str) {
+    match lang {
+        "go" => (
+            "go test ./...",
+            "`main_test.go` runs the actor natively against the SDK's fake host (`sluicetest`).",
+        ),
+        "python" => (
+            "python3 -m pytest",
+            "The template has no test file yet: add a `test_app.py`; the SDK's fake host is in its\n\
+             `tests/conftest.py`.",
+        ),
+        "typescript" => (
+            "node --test",
+            "The template has no test file yet: add an `app.test.mjs`; the SDK's unit tests\n\
+             (`npm test` in the SDK) show its fake host.",
+        ),
+        "rust" => (
+            "cargo test",
+            "`src/lib.rs` has a unit test that calls the actor natively, without a host.",
+        ),
+        _ => unreachable!(),
+    }
+}
+
+fn app_config(name: &str) -> String {
+    format!(
+        "# The app `sluice run .` starts: one actor type, built by `sluice build .` into {MODULE}.\n\
+         name = {name:?}\n\
+         \n\
+         [[supervisor.children]]\n\
+         name = \"my-actor\"\n\
+         actor_type = \"{ACTOR_TYPE}\"\n\
+         module = \"{MODULE}\"\n\
+         # Instances (MyActor/1, MyActor/anything) are activated on their first message.\n\
+         mailbox_capacity = 64\n\
+         # The actor's `init(config)` receives this table as JSON.\n\
+         init = {{}}\n"
+    )
+}
+
+fn readme(name: &str, lang: &str) -> String {
+    let sdk = checkout().join("guests").join(lang);
+    format!(
+        "# {name}\n\
+         \n\
+         A Sluice actor in {lang}, made by `sluice new {lang} {name}`. The SDK and its README:\n\
+         {sdk}.\n\
+         \n\
+         Next, in this folder:\n\
+         \n\
+         ```sh\n\
+         sluice build .                  # writes {MODULE}\n\
+         sluice run .                    # prints `sluice: ready: ingress http://127.0.0.1:7400, …`\n\
+         sluice call {ACTOR_TYPE}/1 ping        # in another terminal: {{\"pong\":1,…}}\n\
+         ```\n\
+         \n\
+         Unit tests, in the language's own runner:\n\
+         \n\
+         ```sh\n\
+         {test}\n\
+         ```\n\
+         \n\
+         {note}\n\
+         \n\
+         `app-config.toml` declares the actor type {ACTOR_TYPE}; `sluice run` reloads nothing by\n\
+         itself: after a change, `sluice build .` then `sluice deploy .` into the running host.\n",
+        sdk = sdk.display(),
+        test = test_command(lang).0,
+        note = test_command(lang).1,
+    )
+}
+
+/// Writes a new `lang` actor project into `dir`, which must not exist or be empty.
+pub fn new_project(lang: &str, dir: &Path) -> anyhow::Result<Scaffold> {
+    if !LANGUAGES.contains(&lang) {
+        bail!(
+            "unknown language {lang:?}: sluice new takes one of {}",
+            LANGUAGES.join(", ")
+        );
+    }
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir)
+            .with_context(|| format!("{} exists and is not a folder", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} already exists and is not empty: sluice new writes only into a new or empty folder",
+                dir.display()
+            );
+        }
+    }
+    let name = std::path::absolute(dir)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "my-actor".to_string());
+    let sdk = checkout().join("guests").join(lang);
+    let mut files = template(lang, &sdk);
+    let ignore = if lang == "rust" {
+        "/.sluice\n/target\n"
+    } else {
+        "/.sluice\n"
+    };
+    files.push((".gitignore", ignore.to_string()));
+    files.push(("app-config.toml", app_config(&name)));
+    files.push(("README.md", readme(&name, lang)));
+    let mut written = Vec::new();
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        written.push(rel.to_string());
+    }
+    let d = dir.display();
+    Ok(Scaffold {
+        dir: dir.to_path_buf(),
+        files: written,
+        next: [
+            format!("sluice build {d}"),
+            format!("sluice run {d}"),
+            format!("sluice call {ACTOR_TYPE}/1 ping"),
+        ],
+    })
+}
