@@ -976,4 +976,26 @@ async fn admin_api_extractor_rejections_are_typed_json() {
             "{path}"
         );
     }
+    // An unknown path and a wrong method answer in the same typed JSON (they were empty).
+    let r = http
+        .get(format!("http://{admin}/admin/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "not-found", "{b}");
+    assert!(
+        b["message"].as_str().unwrap().starts_with("NOT_FOUND: "),
+        "{b}"
+    );
+    let r = http
+        .get(format!("http://{admin}/admin/deploy"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert!(r.headers().contains_key("allow"));
+    let b: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "invalid-argument", "{b}");
 }

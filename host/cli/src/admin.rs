@@ -71,7 +71,28 @@ fn admin_routes(host: Host, app: Option<String>) -> Router {
 }
 
 fn with_guard(routes: Router, token: Option<String>) -> Router {
-    routes.layer(middleware::from_fn_with_state(Arc::new(token), guard))
+    routes
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(no_route)
+        .layer(middleware::from_fn_with_state(Arc::new(token), guard))
+}
+
+/// A path the admin listener does not serve: the typed body, like every other refusal.
+async fn no_route() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({"code": "not-found", "message": "NOT_FOUND: no such route: the admin listener serves /admin/deploy, /admin/status, /admin/dlq, /admin/dlq/replay, /admin/dlq/purge and the console at /ui"})),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed(method: Method) -> Response {
+    // The router adds the `Allow` header.
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(json!({"code": "invalid-argument", "message": format!("INVALID_ARGUMENT: method {method} is not allowed on this route (see the Allow header)")})),
+    )
+        .into_response()
 }
 
 /// The one check in front of every admin and console route:
