@@ -76,7 +76,9 @@ async fn rust_template_tests_builds_and_answers_on_the_real_host() {
         let out = Command::new(env!("CARGO"))
             .args(args)
             .current_dir(&dir)
-            .env_remove("CARGO_TARGET_DIR")
+            // Its own target dir, named here: a user's crate builds into its own `target/`,
+            // and no cargo config around the checkout may move it.
+            .env("CARGO_TARGET_DIR", dir.join("target"))
             .output()
             .expect("running cargo for the Rust template");
         assert!(
@@ -87,8 +89,7 @@ async fn rust_template_tests_builds_and_answers_on_the_real_host() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // guests/rust/.cargo/config.toml puts every guest build in guests/rust/target.
-    let wasm = root().join("guests/rust/target/wasm32-wasip2/release/my_actor.wasm");
+    let wasm = dir.join("target/wasm32-wasip2/release/my_actor.wasm");
     let bytes = std::fs::read(&wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
     let host = sluice_runtime::Host::new(sluice_tests::test_config()).expect("host starts");
     host.deploy(
