@@ -89,26 +89,15 @@ async fn deploys_that_cannot_work_are_refused_with_why_and_the_running_version_k
     }
     // Four more fit beside the six: a redeploy of Echo itself may keep its own six (a real
     // one, with a new spec: an identical redeploy would change nothing and check nothing).
-    let v = host
-        .deploy(
-            ChildSpec::new("Echo", "echo.wasm")
-                .count(6)
-                .mailbox(32, MailboxStrategy::Error),
-            echo.clone(),
-        )
-        .await
-        .unwrap();
+    let new_spec = || {
+        ChildSpec::new("Echo", "echo.wasm")
+            .count(6)
+            .mailbox(32, MailboxStrategy::Error)
+    };
+    let v = host.deploy(new_spec(), echo.clone()).await.unwrap();
     assert_eq!(v, 2, "a new version");
     // The same spec and bytes again: the version is kept.
-    let again = host
-        .deploy(
-            ChildSpec::new("Echo", "echo.wasm")
-                .count(6)
-                .mailbox(32, MailboxStrategy::Error),
-            echo.clone(),
-        )
-        .await
-        .unwrap();
+    let again = host.deploy(new_spec(), echo.clone()).await.unwrap();
     assert_eq!(again, 2, "an identical redeploy keeps the version");
     host.deploy(ChildSpec::new("Other", "echo.wasm").count(4), echo)
         .await

@@ -123,6 +123,17 @@ fn response_trace(resp: &reqwest::Response) -> (String, String) {
     (parts[1].to_string(), parts[2].to_string())
 }
 
+/// The trace's one ingress span: the root, with the id the response's `traceparent` named.
+fn root_ingress<'a>(spans: &'a [Span], ingress_id: &str) -> &'a Span {
+    let ingress = one(spans, "ingress span", |s| s.name == "ingress");
+    assert_eq!(hex(&ingress.span_id), ingress_id);
+    assert!(
+        ingress.parent_span_id.is_empty(),
+        "the ingress span is the root"
+    );
+    ingress
+}
+
 fn one<'a>(spans: &'a [Span], what: &str, f: impl Fn(&Span) -> bool) -> &'a Span {
     let found: Vec<&Span> = spans.iter().filter(|s| f(s)).collect();
     assert_eq!(
@@ -188,12 +199,7 @@ async fn a_dispatch_refused_once_then_relayed_is_one_trace_from_ingress_to_the_r
     let id = |s: &Span| hex(&s.span_id);
     let parent = |s: &Span| hex(&s.parent_span_id);
 
-    let ingress = one(&spans, "ingress span", |s| s.name == "ingress");
-    assert_eq!(id(ingress), ingress_id);
-    assert!(
-        ingress.parent_span_id.is_empty(),
-        "the ingress span is the root"
-    );
+    let ingress = root_ingress(&spans, &ingress_id);
     assert_eq!(attr_str(ingress, "actor"), "Echo/d");
     let turn = one(&spans, "dispatcher turn", |s| {
         s.name == "turn" && attr_str(s, "actor") == "Echo/d"
@@ -396,12 +402,7 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     let id = |s: &Span| hex(&s.span_id);
     let parent = |s: &Span| hex(&s.parent_span_id);
 
-    let ingress = one(&spans, "ingress span", |s| s.name == "ingress");
-    assert_eq!(id(ingress), ingress_id);
-    assert!(
-        ingress.parent_span_id.is_empty(),
-        "the ingress span is the root"
-    );
+    let ingress = root_ingress(&spans, &ingress_id);
     let publishing = one(&spans, "publishing turn", |s| {
         s.name == "turn" && attr_str(s, "actor") == "Echo/pub"
     });
