@@ -370,7 +370,7 @@ async fn ask(
     };
     let body = match body {
         Ok(b) => b,
-        Err(r) => return error_response(&body_error(&state, r)),
+        Err(r) => return body_refusal(&state, r),
     };
     let actor = format!("{ty}/{key}");
     let span = call_span("ask", &actor, &msg_type, &headers);
@@ -408,7 +408,7 @@ async fn tell(
     };
     let body = match body {
         Ok(b) => b,
-        Err(r) => return error_response(&body_error(&state, r)),
+        Err(r) => return body_refusal(&state, r),
     };
     let actor = format!("{ty}/{key}");
     let span = call_span("tell", &actor, &msg_type, &headers);
@@ -438,6 +438,21 @@ async fn tell(
         Err(e) => error_response(&e),
     };
     traced(&span, trace, resp)
+}
+
+/// Refuses a body the transport would not read, and says the connection closes.
+///
+/// The unread rest of the body leaves the connection unusable, so the server drops it after
+/// this answer. Without `Connection: close` a pooling client (reqwest, a browser) could send
+/// its next request on that connection before it sees it close, and get a broken connection
+/// instead of an answer.
+fn body_refusal(state: &IngressState, r: BytesRejection) -> Response {
+    let mut response = error_response(&body_error(state, r));
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// A body the transport would not read: one past twice the payload limit (stopped before
