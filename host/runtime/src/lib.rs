@@ -6,7 +6,8 @@
 //! # Layout
 //! Each file is one concept, and files depend on each other in one direction only (a test,
 //! `tests/module_graph.rs`, keeps it so):
-//! - vocabulary: `error`, `id`, `call` (options and receipts), `clock`, `config/`, `bindings`;
+//! - vocabulary: `error`, `id`, `call` (options and receipts), `clock`, `config/`, `bindings`,
+//!   `activations` (the hook a cluster's single-activation rule stands in);
 //! - `engine/`: the wasmtime engine, its epoch ticker, the component cache;
 //! - `guest/`: each instance's store state and the `sluice:actor` imports, which reach the
 //!   host only through the `GuestHost` trait;
@@ -18,6 +19,7 @@
 //! - `host/`: the wiring and the public [`Host`].
 #![warn(missing_docs)]
 
+mod activations;
 mod actor;
 mod admission;
 mod bindings;
@@ -39,6 +41,7 @@ mod routing;
 mod timers;
 mod type_metrics;
 
+pub use activations::ActivationHooks;
 pub use call::{CallOptions, DeliveryPath, TellReceipt};
 pub use config::{
     BusSettings, ChildSpec, HostConfig, RateLimitSettings, Subscription, SubscriptionMode,
@@ -46,7 +49,7 @@ pub use config::{
 };
 pub use error::{ActorError, ErrorCode, HostError, LoadError, Overload, OverloadScope};
 pub use events::{DispatchStats, SubscriptionStats};
-pub use host::{Call, Deployed, Host, TypeStatus};
+pub use host::{Call, Deployed, Host, ReplyWait, TypeStatus};
 pub use id::{ActorId, validate_msg_type, validate_type_name};
 pub use route::{Outgoing, Route};
 pub use sluice_bus as bus;

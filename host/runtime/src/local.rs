@@ -134,6 +134,16 @@ impl Local {
         if let Some(c) = entry.get(id.key()) {
             return Ok(c);
         }
+        // A cluster's single-activation rule first: a refused key takes no slot.
+        let hooks = if eager { None } else { self.env.activations() };
+        if let Some(h) = hooks {
+            h.admit(id)?;
+        }
+        let undo = || {
+            if let Some(h) = hooks {
+                h.ended(id);
+            }
+        };
         // Not under the cell map's lock: making room may close an idle cell of this type.
         let slot = eviction::reserve(
             &self.registry,
@@ -141,7 +151,8 @@ impl Local {
             self.env.config.max_activations,
             entry,
             id,
-        )?;
+        )
+        .inspect_err(|_| undo())?;
         let module = entry.ty.current();
         let cell = Arc::new(ActorCell::new(
             id.clone(),
@@ -154,7 +165,10 @@ impl Local {
         // Another sender may have created it meanwhile: then ours (and its slot) goes back.
         let cell = match entry.insert_new(cell) {
             Ok(cell) => cell,
-            Err(theirs) => return Ok(theirs),
+            Err(theirs) => {
+                undo();
+                return Ok(theirs);
+            }
         };
         tokio::spawn(supervisor::run(
             cell.clone(),
@@ -224,6 +238,19 @@ impl Local {
         payload: Vec<u8>,
         opts: &CallOptions,
     ) -> Result<Vec<u8>, ActorError> {
+        let pending = self.offer_ask(id, msg_type, payload, opts)?;
+        self.reply_of(id, pending).await
+    }
+
+    /// The first half of an ask: checks it and queues it, without waiting. The message is in
+    /// the mailbox when this returns `Ok`, so asks offered one after another keep that order.
+    pub fn offer_ask(
+        &self,
+        id: &ActorId,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: &CallOptions,
+    ) -> Result<PendingReply, ActorError> {
         validate_msg_type(&msg_type)?;
         self.check_payload(payload.len())?;
         if opts.sender.as_ref() == Some(id) {
@@ -250,6 +277,25 @@ impl Local {
                 "message dropped by a full mailbox (strategy=drop_newest)",
             ));
         }
+        Ok(PendingReply {
+            rx,
+            deadline,
+            started,
+        })
+    }
+
+    /// The second half of an ask: its reply, or `DEADLINE_EXCEEDED` (with `skipped` when
+    /// its turn never started) once its deadline passes.
+    pub async fn reply_of(
+        &self,
+        id: &ActorId,
+        pending: PendingReply,
+    ) -> Result<Vec<u8>, ActorError> {
+        let PendingReply {
+            rx,
+            deadline,
+            started,
+        } = pending;
         let replied = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), rx).await {
                 Ok(r) => r,
@@ -264,6 +310,13 @@ impl Local {
         };
         replied.unwrap_or_else(|_| Err(ActorError::unavailable("the actor ended before replying")))
     }
+}
+
+/// An ask queued by [`Local::offer_ask`], waiting for its turn's reply.
+pub(crate) struct PendingReply {
+    rx: oneshot::Receiver<Result<Vec<u8>, ActorError>>,
+    deadline: Option<Instant>,
+    started: Arc<AtomicBool>,
 }
 
 #[async_trait]

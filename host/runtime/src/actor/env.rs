@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use wasmtime::Engine;
 
 use super::slots::Slots;
+use crate::activations::ActivationHooks;
 use crate::config::HostConfig;
 use crate::guest::GuestHost;
 
@@ -21,6 +22,8 @@ pub(crate) struct Env {
     shutting_down: AtomicBool,
     /// The host's services, set once the host exists (weak: the host owns this).
     services: OnceLock<Weak<dyn GuestHost>>,
+    /// Who may start an activation (a cluster's single-activation rule), once set.
+    activations: OnceLock<Arc<dyn ActivationHooks>>,
 }
 
 impl Env {
@@ -32,6 +35,7 @@ impl Env {
             inflight: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             services: OnceLock::new(),
+            activations: OnceLock::new(),
         }
     }
 
@@ -43,6 +47,16 @@ impl Env {
     /// The services guests call; `None` once the host is gone.
     pub fn services(&self) -> Option<Arc<dyn GuestHost>> {
         self.services.get()?.upgrade()
+    }
+
+    /// Installs the activation hooks (once); `false` when some were installed before.
+    pub fn set_activations(&self, hooks: Arc<dyn ActivationHooks>) -> bool {
+        self.activations.set(hooks).is_ok()
+    }
+
+    /// The installed activation hooks, if any.
+    pub fn activations(&self) -> Option<&Arc<dyn ActivationHooks>> {
+        self.activations.get()
     }
 
     pub fn is_shutting_down(&self) -> bool {

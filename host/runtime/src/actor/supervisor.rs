@@ -26,6 +26,11 @@ pub(crate) async fn run(cell: Arc<ActorCell>, entry: Arc<TypeEntry>, env: Arc<En
     // The instance is gone by now; the slot goes back.
     drop(cell.slot.lock().take());
     cell.ty.metrics.deactivations.increment(1);
+    if !cell.eager
+        && let Some(hooks) = env.activations()
+    {
+        hooks.ended(&cell.id);
+    }
 }
 
 struct Supervisor<'a> {

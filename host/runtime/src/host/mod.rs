@@ -3,6 +3,7 @@
 mod api;
 mod call;
 mod deploy;
+mod here;
 mod inner;
 mod services;
 mod status;
@@ -10,4 +11,5 @@ mod status;
 pub use api::Host;
 pub use call::Call;
 pub use deploy::Deployed;
+pub use here::ReplyWait;
 pub use status::TypeStatus;

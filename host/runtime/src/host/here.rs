@@ -1,0 +1,58 @@
+//! What a cluster's adapter needs from a host beyond the public calls: its activation hooks,
+//! and offering a call that arrived from another host to an actor of this one, bypassing the
+//! installed route (the call was routed here already) and in arrival order.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::api::Host;
+use crate::activations::ActivationHooks;
+use crate::call::{CallOptions, TellReceipt};
+use crate::error::ActorError;
+use crate::id::ActorId;
+
+/// The wait for the reply of an ask queued by [`Host::offer_ask_here`].
+pub type ReplyWait = Pin<Box<dyn Future<Output = Result<Vec<u8>, ActorError>> + Send>>;
+
+impl Host {
+    /// Installs the hooks every activation of a keyed actor goes through (a cluster's
+    /// single-activation rule). Once per host, before the first message.
+    pub fn set_activations(&self, hooks: Arc<dyn ActivationHooks>) -> Result<(), ActorError> {
+        if self.inner.env.set_activations(hooks) {
+            Ok(())
+        } else {
+            Err(ActorError::invalid_argument(
+                "activation hooks are already installed",
+            ))
+        }
+    }
+
+    /// Queues a tell to an actor of this host, whatever route is installed. Synchronous: the
+    /// message is in the mailbox (or refused) when this returns.
+    pub fn tell_here(
+        &self,
+        to: &ActorId,
+        msg_type: &str,
+        payload: Vec<u8>,
+        opts: &CallOptions,
+    ) -> Result<TellReceipt, ActorError> {
+        self.inner.local().tell(to, msg_type.into(), payload, opts)
+    }
+
+    /// Queues an ask to an actor of this host, whatever route is installed, and returns the
+    /// wait for its reply. The message is in the mailbox (or refused) when this returns, so
+    /// asks and tells offered one after another keep their order.
+    pub fn offer_ask_here(
+        &self,
+        to: &ActorId,
+        msg_type: String,
+        payload: Vec<u8>,
+        opts: &CallOptions,
+    ) -> Result<ReplyWait, ActorError> {
+        let local = self.inner.local().clone();
+        let pending = local.offer_ask(to, msg_type, payload, opts)?;
+        let id = to.clone();
+        Ok(Box::pin(async move { local.reply_of(&id, pending).await }))
+    }
+}
