@@ -102,6 +102,7 @@ impl Client {
         match self.send(node, vec![call]).await.pop() {
             Some(Outcome::Replied(p)) => Ok(p),
             Some(Outcome::Failed(e)) => Err(e),
+            Some(Outcome::Moved(owner)) => Err(moved(&owner)),
             _ => Err(ErrorRecord::internal("ask answered with a tell receipt")),
         }
     }
@@ -131,6 +132,7 @@ impl Client {
                 Outcome::Receipt(r) => Ok(r),
                 Outcome::Failed(e) => Err(e),
                 Outcome::Replied(_) => Err(ErrorRecord::internal("tell answered with a reply")),
+                Outcome::Moved(owner) => Err(moved(&owner)),
             })
             .collect()
     }
@@ -256,4 +258,13 @@ impl Client {
             }
         }
     }
+}
+
+/// A `Moved` outcome as an error, for the single-call helpers that return records (the
+/// runtime adapter uses [`Client::send`] and follows the move instead).
+fn moved(owner: &str) -> ErrorRecord {
+    ErrorRecord::unavailable(&format!(
+        "the actor is not on this host (owner: {})",
+        if owner.is_empty() { "unknown" } else { owner }
+    ))
 }

@@ -117,6 +117,9 @@ pub enum Outcome {
     Receipt(TellReceipt),
     /// The call failed.
     Failed(ErrorRecord),
+    /// Nothing was delivered: the actor runs elsewhere. Carries the owner's node id when the
+    /// receiver knows it (empty: look it up again). Safe to resend there.
+    Moved(String),
 }
 
 pub(crate) fn write_header(w: &mut Writer, kind: u8) {
@@ -263,6 +266,7 @@ pub fn encode_reply(outcomes: &[Outcome]) -> Bytes {
             Outcome::Replied(p) => 11 + p.len(),
             Outcome::Receipt(_) => 2,
             Outcome::Failed(e) => 32 + e.message.len(),
+            Outcome::Moved(owner) => 11 + owner.len(),
         })
         .sum();
     let mut w = Writer::with_capacity(8 + size);
@@ -281,6 +285,10 @@ pub fn encode_reply(outcomes: &[Outcome]) -> Bytes {
             Outcome::Failed(e) => {
                 w.u8(2);
                 encode_error(&mut w, e);
+            }
+            Outcome::Moved(owner) => {
+                w.u8(3);
+                w.str(owner);
             }
         }
     }
@@ -374,6 +382,7 @@ pub fn decode_reply(frame: &Bytes, limits: &Limits) -> Result<Vec<Outcome>, Deco
                 })?)
             }
             2 => Outcome::Failed(decode_error(&mut r)?),
+            3 => Outcome::Moved(r.str("owner", MAX_ID_BYTES)?),
             value => {
                 return Err(DecodeError::Tag {
                     field: "outcome",
@@ -444,6 +453,8 @@ mod tests {
             Outcome::Failed(ErrorRecord::mailbox_full(17)),
             Outcome::Failed(ErrorRecord::overloaded(OverloadScope::Actor, 9, 8)),
             Outcome::Failed(ErrorRecord::deadline_exceeded(true)),
+            Outcome::Moved("host-b".into()),
+            Outcome::Moved(String::new()),
         ];
         let frame = encode_reply(&outcomes);
         assert_eq!(decode_reply(&frame, &Limits::default()).unwrap(), outcomes);

@@ -18,7 +18,9 @@ pub use frame::{
     encode_reply, encode_request,
 };
 pub(crate) use frame::{KIND_EVENT, read_header, write_header};
-pub use server::{DEFAULT_MAX_INFLIGHT_ASKS, Handler, Inbound, ReplyFuture, Server, ServerConfig};
+pub use server::{
+    DEFAULT_MAX_INFLIGHT_ASKS, Handler, Inbound, PrepareFuture, ReplyFuture, Server, ServerConfig,
+};
 
 /// Why serving could not start.
 #[derive(Debug, thiserror::Error)]

@@ -75,7 +75,18 @@ pub trait Handler: Send + Sync + 'static {
     fn tell(&self, call: Inbound) -> Result<TellReceipt, ErrorRecord>;
     /// Queue an ask; return the wait for its reply.
     fn ask(&self, call: Inbound) -> Result<ReplyFuture, ErrorRecord>;
+    /// Runs before `tell`/`ask` for each call, on the receive loop (so later calls wait for
+    /// it and arrival order holds): where the adapter claims an actor placed here. `Some`
+    /// answers the call with that outcome instead (`Moved` when the actor runs elsewhere).
+    /// The default lets every call through at once.
+    fn prepare<'a>(&'a self, call: &'a Inbound) -> PrepareFuture<'a> {
+        let _ = call;
+        Box::pin(std::future::ready(None))
+    }
 }
+
+/// What [`Handler::prepare`] returns.
+pub type PrepareFuture<'a> = Pin<Box<dyn Future<Output = Option<Outcome>> + Send + 'a>>;
 
 /// Serving options.
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +207,10 @@ impl<H: Handler> State<H> {
             metrics::remote_received(call.kind.label(), 1);
             let kind = call.kind;
             let inbound = Inbound::new(origin.clone(), call, arrived);
+            if let Some(outcome) = self.handler.prepare(&inbound).await {
+                outcomes.push(outcome);
+                continue;
+            }
             match kind {
                 CallKind::Tell => outcomes.push(match self.handler.tell(inbound) {
                     Ok(r) => Outcome::Receipt(r),
