@@ -67,6 +67,9 @@ pub struct AppConfig {
     pub bus: BusSettings,
     /// The `[ingress]` table: bearer tokens and the principals they stand for.
     pub ingress: IngressSettings,
+    /// The `[cluster]` table, read by `sluice run` when it joins a cluster (see
+    /// docs/cluster.md); kept as TOML here so an app folder needs no NATS to be loaded.
+    pub cluster: Option<toml::Table>,
 }
 
 impl AppConfig {

@@ -9,4 +9,4 @@ mod start;
 
 pub use config::{AppConfig, IngressSettings, SupervisorConfig};
 pub use sluice_outbox::DatabaseUrl;
-pub use start::{AppError, StartStep, start, start_reporting, start_with};
+pub use start::{AppError, StartStep, start, start_prepared, start_reporting, start_with};

@@ -23,6 +23,9 @@ pub enum AppError {
     /// be opened or migrated.
     #[error("outbox: {0}")]
     Outbox(#[from] sluice_outbox::Error),
+    /// The step run before the first deploy (joining a cluster) failed.
+    #[error("{0}")]
+    Prepare(String),
     /// The app folder could not be prepared (its `.sluice` directory).
     #[error("{path}: {source}")]
     Io {
@@ -75,10 +78,27 @@ pub async fn start_with(
 pub async fn start_reporting(
     dir: &Path,
     database: Option<&DatabaseUrl>,
-    mut overrides: impl FnMut(&mut HostConfig),
-    mut progress: impl FnMut(StartStep<'_>),
+    overrides: impl FnMut(&mut HostConfig),
+    progress: impl FnMut(StartStep<'_>),
 ) -> Result<(Host, AppConfig), AppError> {
     let app = AppConfig::load(dir)?;
+    start_prepared(dir, app, database, overrides, progress, async |_: &Host| {
+        Ok(())
+    })
+    .await
+}
+
+/// As [`start_reporting`] for an already loaded `app`, running `prepare` on the new host
+/// before anything is deployed or relayed (where a cluster installs its route and
+/// activation hooks, so that no actor runs before they are in place).
+pub async fn start_prepared(
+    dir: &Path,
+    app: AppConfig,
+    database: Option<&DatabaseUrl>,
+    mut overrides: impl FnMut(&mut HostConfig),
+    mut progress: impl FnMut(StartStep<'_>),
+    prepare: impl AsyncFnOnce(&Host) -> Result<(), AppError>,
+) -> Result<(Host, AppConfig), AppError> {
     let mut cfg = app.host.clone();
     if cfg.cache_dir.is_none() {
         cfg.cache_dir = Some(dir.join(".sluice").join("cache"));
@@ -86,6 +106,7 @@ pub async fn start_reporting(
     cfg.bus = app.bus.clone();
     overrides(&mut cfg);
     let host = Host::new(cfg)?;
+    prepare(&host).await?;
     let mut ocfg: sluice_outbox::OutboxConfig = match &app.outbox {
         Some(t) => toml::Value::Table(t.clone())
             .try_into()
