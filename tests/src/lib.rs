@@ -188,6 +188,38 @@ impl SluiceRun {
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// Every stdout line so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM (a graceful stop).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// SIGKILL, at once.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits (bounded) for the process to exit; `None` if it is still running.
+    pub async fn wait_exit(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < bound {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
 }
 
 impl Drop for SluiceRun {
@@ -527,4 +559,35 @@ pub fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
         .into_iter()
         .find(|s| s.actor_type == ty)
         .map_or(0, |s| s.active)
+}
+
+/// A fresh database named `NAME_PID` on the test Postgres (`SLUICE_TEST_POSTGRES_URL`, set by
+/// `eval "$(scripts/postgres.sh)"`). `None` (skip, loudly) outside CI when none is set; in CI
+/// a missing server fails.
+pub async fn fresh_postgres_database(name: &str) -> Option<String> {
+    use sqlx::Connection as _;
+    let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
+        );
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "*** SKIPPING: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
+        );
+        return None;
+    };
+    let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
+    let name = format!("{name}_{}", std::process::id());
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
 }

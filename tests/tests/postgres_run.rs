@@ -11,32 +11,8 @@ use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
 
-/// A fresh database on the test server; `None` (skip, loudly) outside CI when none is set.
 async fn fresh_database() -> Option<String> {
-    let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
-        );
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPING: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
-        );
-        return None;
-    };
-    let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
-    let name = format!("sluice_run_{}", std::process::id());
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let (prefix, _) = base.rsplit_once('/').unwrap();
-    Some(format!("{prefix}/{name}"))
+    sluice_tests::fresh_postgres_database("sluice_run").await
 }
 
 async fn ask(base: &str, path: &str, body: Value) -> Value {

@@ -36,8 +36,13 @@ pub struct DeployRequest {
     pub app: Option<String>,
 }
 
+/// What `/admin/status` reports about the cluster this host is a member of.
+pub type ClusterInfo = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 struct AdminState {
     host: Host,
+    /// The cluster's part of the status, on a clustered host.
+    cluster: Option<ClusterInfo>,
     /// The app this host runs (`sluice run`'s), reported by `/admin/status` and checked on
     /// deploy; `None` for a host that has no app folder (embedded, tests).
     app: Option<String>,
@@ -59,7 +64,24 @@ pub fn app_router(host: Host, token: Option<String>, console: &Console, app: Str
     with_guard(admin_routes(host, Some(app)).merge(console.router()), token)
 }
 
+/// As [`app_router`], on a member of a cluster: `/admin/status` adds `cluster` (this host's
+/// node id, the live members and their types, its claims and lease).
+pub fn cluster_router(
+    host: Host,
+    token: Option<String>,
+    console: &Console,
+    app: String,
+    cluster: ClusterInfo,
+) -> Router {
+    let routes = admin_routes_with(host, Some(app), Some(cluster));
+    with_guard(routes.merge(console.router()), token)
+}
+
 fn admin_routes(host: Host, app: Option<String>) -> Router {
+    admin_routes_with(host, app, None)
+}
+
+fn admin_routes_with(host: Host, app: Option<String>, cluster: Option<ClusterInfo>) -> Router {
     Router::new()
         .route("/admin/deploy", post(deploy))
         .route("/admin/status", get(status))
@@ -67,7 +89,7 @@ fn admin_routes(host: Host, app: Option<String>) -> Router {
         .route("/admin/dlq/replay", post(dlq_replay))
         .route("/admin/dlq/purge", post(dlq_purge))
         .layer(DefaultBodyLimit::max(256 << 20))
-        .with_state(Arc::new(AdminState { host, app }))
+        .with_state(Arc::new(AdminState { host, cluster, app }))
 }
 
 fn with_guard(routes: Router, token: Option<String>) -> Router {
@@ -311,11 +333,12 @@ async fn deploy(
 }
 
 async fn status(State(state): State<Arc<AdminState>>) -> Response {
-    axum::Json(
-        json!({"app": state.app, "actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
-            "bus_subscriptions": state.host.bus_stats()}),
-    )
-    .into_response()
+    let mut body = json!({"app": state.app, "actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
+        "bus_subscriptions": state.host.bus_stats()});
+    if let Some(cluster) = &state.cluster {
+        body["cluster"] = cluster();
+    }
+    axum::Json(body).into_response()
 }
 
 /// Which dead letters a replay or purge applies to: one `id`, one `receiver`, or `all`.

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod cluster;
 pub mod console;
 pub mod ingress;
 pub mod metrics_export;

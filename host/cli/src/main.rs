@@ -45,6 +45,14 @@ enum Cmd {
         /// else no export.
         #[arg(long)]
         otlp_endpoint: Option<String>,
+        /// Join the cluster on this NATS server (`nats://HOST:PORT`, comma-separated for
+        /// several) with the hosts that share it; needs a Postgres --database-url. Replaces
+        /// the url of the app's `[cluster]` table (docs/cluster.md).
+        #[arg(long, env = "SLUICE_CLUSTER")]
+        cluster: Option<String>,
+        /// This host's id in the cluster [default: generated at each start].
+        #[arg(long)]
+        node_id: Option<String>,
     },
     /// Load new or replaced modules into a running host without restarting it. Prints the
     /// host reached, its app and each type's version; refuses a host running another app.
@@ -186,7 +194,21 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             admin_token,
             database_url,
             otlp_endpoint: _,
-        } => run(app_dir, listen, admin_listen, admin_token, database_url).await,
+            cluster,
+            node_id,
+        } => {
+            run(
+                app_dir,
+                Listeners {
+                    listen,
+                    admin_listen,
+                    admin_token,
+                },
+                database_url,
+                (cluster, node_id),
+            )
+            .await
+        }
         Cmd::Dlq {
             op,
             receiver,
@@ -324,13 +346,24 @@ async fn call(verb: &str, a: CallArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn run(
-    app_dir: PathBuf,
+/// Where `sluice run` listens.
+struct Listeners {
     listen: SocketAddr,
     admin_listen: SocketAddr,
     admin_token: Option<String>,
+}
+
+async fn run(
+    app_dir: PathBuf,
+    listeners: Listeners,
     database_url: Option<String>,
+    (cluster_url, node_id): (Option<String>, Option<String>),
 ) -> anyhow::Result<()> {
+    let Listeners {
+        listen,
+        admin_listen,
+        admin_token,
+    } = listeners;
     if !admin_listen.ip().is_loopback() && admin_token.is_none() {
         bail!(
             "the admin API on {admin_listen} is not loopback: set --admin-token (or SLUICE_ADMIN_TOKEN)"
@@ -344,10 +377,38 @@ async fn run(
         .as_deref()
         .map(|u| u.parse::<sluice_app::DatabaseUrl>())
         .transpose()?;
-    let (host, app) =
-        sluice_app::start_reporting(&app_dir, database.as_ref(), |_| {}, report_start_step)
-            .await
-            .with_context(|| format!("starting app {}", app_dir.display()))?;
+    let starting = || format!("starting app {}", app_dir.display());
+    let app = sluice_app::AppConfig::load(&app_dir)
+        .map_err(sluice_app::AppError::from)
+        .with_context(starting)?;
+    let cluster = sluice_cli::cluster::settings(&app, cluster_url.as_deref(), node_id.as_deref())?;
+    if cluster.is_some() {
+        sluice_cli::cluster::check_database(database.as_ref())?;
+    }
+    let mut node: Option<sluice_node::Node> = None;
+    let (host, app) = sluice_app::start_prepared(
+        &app_dir,
+        app,
+        database.as_ref(),
+        |_| {},
+        report_start_step,
+        async |host: &sluice_runtime::Host| {
+            if let Some(c) = &cluster {
+                let n = sluice_node::Node::join(host, c).await.map_err(|e| {
+                    sluice_app::AppError::Prepare(format!("joining the cluster at {}: {e}", c.url))
+                })?;
+                println!("sluice: cluster: joined as node {}", n.node_id());
+                node = Some(n);
+            }
+            Ok(())
+        },
+    )
+    .await
+    .with_context(starting)?;
+    let node = node.map(std::sync::Arc::new);
+    if let Some(n) = &node {
+        n.announce(sluice_cli::cluster::deployed_types(&host, &app, &app_dir)?);
+    }
     let app_name = app.app_name(&app_dir);
     println!(
         "sluice: app {app_name:?}: {} actor type(s) from {}",
@@ -369,17 +430,32 @@ async fn run(
     let ingress = ingress::serve(ingress_l, ingress::router_with(host.clone(), auth));
     sluice_cli::metrics_export::export_outbox_config(&host);
     let console = console::Console::start(host.clone(), console::ConsoleConfig::default());
-    let admin = axum::serve(
-        admin_l,
-        admin::app_router(host.clone(), admin_token, &console, app_name),
-    );
+    let admin_router = match &node {
+        None => admin::app_router(host.clone(), admin_token, &console, app_name),
+        Some(n) => {
+            let n = n.clone();
+            let info: admin::ClusterInfo =
+                std::sync::Arc::new(move || serde_json::to_value(n.status()).unwrap_or_default());
+            admin::cluster_router(host.clone(), admin_token, &console, app_name, info)
+        }
+    };
+    let admin = axum::serve(admin_l, admin_router);
     // Both listeners were bound before the app started; connections made since then wait in
     // their backlogs and are served from here on.
     println!("sluice: ready: ingress http://{ingress_addr}, admin http://{admin_addr}");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = ingress => r?,
         r = admin => r?,
-        _ = tokio::signal::ctrl_c() => { host.stop().await; }
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    // Every activation ends after its turn; a member then hands its actors off: their claims
+    // go back, it leaves at once, and their next messages activate them on other members.
+    host.stop().await;
+    if let Some(n) = node {
+        n.leave(std::time::Duration::from_secs(5)).await;
+        println!("sluice: cluster: left");
     }
     Ok(())
 }

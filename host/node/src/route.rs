@@ -1,0 +1,233 @@
+//! The cluster's [`Route`]: every tell and ask this host makes finds the actor's owner —
+//! this host under a claim it holds, the live member the directory names, or the member
+//! placement picks for an actor that runs nowhere — and goes there. Turns, mailboxes and
+//! flow control do not know: a refusal on another host comes back as the same typed error.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sluice_cluster::directory::ClaimOutcome;
+use sluice_cluster::placement;
+use sluice_cluster::transport::{self as t, CallKind, Outcome};
+use sluice_runtime::{ActorError, ActorId, Outgoing, Route, TellReceipt};
+
+use crate::claims::State;
+use crate::errors::from_record;
+use crate::shared::Shared;
+
+/// How many times a call follows a move (an owner that changed while it was routed) before
+/// it gives up with `UNAVAILABLE`.
+const MAX_HOPS: usize = 6;
+/// How long a call waits for a release under way on this host before placing again.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Where a call goes.
+pub(crate) enum Target {
+    Here,
+    There(String),
+}
+
+/// What a delivery gave.
+enum Delivered {
+    Receipt(TellReceipt),
+    Reply(Vec<u8>),
+}
+
+/// The route a clustered host installs.
+pub struct ClusterRoute(pub(crate) Arc<Shared>);
+
+#[async_trait]
+impl Route for ClusterRoute {
+    async fn tell(&self, to: &ActorId, msg: Outgoing) -> Result<TellReceipt, ActorError> {
+        match self.deliver(to, msg, CallKind::Tell).await? {
+            Delivered::Receipt(r) => Ok(r),
+            Delivered::Reply(_) => Err(ActorError::internal("a tell was answered with a reply")),
+        }
+    }
+
+    async fn ask(&self, to: &ActorId, msg: Outgoing) -> Result<Vec<u8>, ActorError> {
+        match self.deliver(to, msg, CallKind::Ask).await? {
+            Delivered::Reply(p) => Ok(p),
+            Delivered::Receipt(_) => {
+                Err(ActorError::internal("an ask was answered with a receipt"))
+            }
+        }
+    }
+}
+
+impl ClusterRoute {
+    async fn deliver(
+        &self,
+        to: &ActorId,
+        mut msg: Outgoing,
+        kind: CallKind,
+    ) -> Result<Delivered, ActorError> {
+        let s = &self.0;
+        // An ask travels with its whole budget, resolved here as the local path would.
+        if kind == CallKind::Ask && msg.opts.deadline.is_none() && !msg.opts.internal {
+            msg.opts.deadline = s.host.config().call_timeout().map(|t| Instant::now() + t);
+        }
+        let payload = Bytes::from(msg.payload);
+        for _ in 0..MAX_HOPS {
+            match s.locate(to, false).await? {
+                Target::Here => {
+                    let r = match kind {
+                        CallKind::Tell => s
+                            .host
+                            .tell_here(to, &msg.msg_type, payload.to_vec(), &msg.opts)
+                            .map(Delivered::Receipt),
+                        CallKind::Ask => match s.host.offer_ask_here(
+                            to,
+                            msg.msg_type.clone(),
+                            payload.to_vec(),
+                            &msg.opts,
+                        ) {
+                            Ok(wait) => wait.await.map(Delivered::Reply),
+                            Err(e) => Err(e),
+                        },
+                    };
+                    match r {
+                        Err(_) if !matches!(s.claims.state(to), State::Held) => continue,
+                        Err(e) => {
+                            s.claims.settle(to);
+                            return Err(e);
+                        }
+                        ok => return ok,
+                    }
+                }
+                Target::There(node) => {
+                    let call = t::Outgoing {
+                        kind,
+                        target: to.as_str().to_string(),
+                        msg_type: msg.msg_type.clone(),
+                        payload: payload.clone(),
+                        sender: msg.opts.sender.as_ref().map(|a| a.as_str().to_string()),
+                        principal: msg.opts.principal.as_deref().map(str::to_string),
+                        deadline: msg.opts.deadline,
+                        internal: msg.opts.internal,
+                    };
+                    let outcome = s.client.send(&node, vec![call]).await.pop();
+                    match outcome {
+                        Some(Outcome::Receipt(r)) => {
+                            return Ok(Delivered::Receipt(match r {
+                                t::TellReceipt::Queued => TellReceipt::Queued,
+                                t::TellReceipt::DisplacedOldest => TellReceipt::DisplacedOldest,
+                                t::TellReceipt::DroppedNewest => TellReceipt::DroppedNewest,
+                            }));
+                        }
+                        Some(Outcome::Replied(p)) => return Ok(Delivered::Reply(p.to_vec())),
+                        Some(Outcome::Moved(owner)) => {
+                            s.note_owner(to, (!owner.is_empty()).then_some(owner));
+                        }
+                        Some(Outcome::Failed(e)) => {
+                            if e.code == t::ErrorCode::Unavailable {
+                                // The owner may be gone: look it up afresh next time.
+                                s.note_owner(to, None);
+                            }
+                            return Err(from_record(&e));
+                        }
+                        None => return Err(ActorError::internal("remote call gave no outcome")),
+                    }
+                }
+            }
+        }
+        Err(ActorError::unavailable(format!(
+            "{to} moved between hosts {MAX_HOPS} times while this call was routed"
+        )))
+    }
+}
+
+impl Shared {
+    /// Where `to` runs now, claiming it for this host when placement picks this host — or,
+    /// when `placed_here` (another host's placement sent the call), whenever no live member
+    /// holds it.
+    pub(crate) async fn locate(
+        &self,
+        to: &ActorId,
+        placed_here: bool,
+    ) -> Result<Target, ActorError> {
+        for _ in 0..MAX_HOPS {
+            match self.claims.state(to) {
+                State::Held => return Ok(Target::Here),
+                State::Releasing(mut rx) => {
+                    let _ = tokio::time::timeout(RELEASE_WAIT, rx.wait_for(|done| *done)).await;
+                    continue;
+                }
+                State::Absent => {}
+            }
+            let view = self.view.borrow().clone();
+            if let Some(node) = self.owner_hint(to)
+                && view.get(&node).is_some()
+            {
+                return Ok(Target::There(node));
+            }
+            let held = self.directory.lookup(to.as_str()).await.map_err(|e| {
+                ActorError::unavailable(format!("cluster directory unreachable: {e}"))
+            })?;
+            if let Some(owner) = held.as_ref().and_then(|h| h.owner.as_ref())
+                && owner.node != self.me.node
+                && view.is_live(&owner.node, &owner.incarnation)
+            {
+                self.note_owner(to, Some(owner.node.clone()));
+                return Ok(Target::There(owner.node.clone()));
+            }
+            // Nobody live runs it (or this incarnation's own entry): place it.
+            if placed_here {
+                return Ok(match self.claim(to).await? {
+                    Some(node) => Target::There(node),
+                    None => Target::Here,
+                });
+            }
+            let placed =
+                placement::place(to.as_str(), view.candidates(to.actor_type())).map(str::to_string);
+            match placed {
+                None => {
+                    return Err(ActorError::not_found(format!(
+                        "no member of the cluster has actor type {:?} deployed",
+                        to.actor_type()
+                    )));
+                }
+                Some(node) if node != self.me.node => return Ok(Target::There(node)),
+                Some(_) => match self.claim(to).await? {
+                    Some(node) => return Ok(Target::There(node)),
+                    None => return Ok(Target::Here),
+                },
+            }
+        }
+        Err(ActorError::unavailable(format!(
+            "{to} could not be placed: its claim kept changing hands"
+        )))
+    }
+
+    /// Claims `to` for this host (taking it over from a member that is gone). `None` when
+    /// this host now holds it, else the live owner that does.
+    pub(crate) async fn claim(&self, to: &ActorId) -> Result<Option<String>, ActorError> {
+        if !self.claims.lease_valid() {
+            return Err(ActorError::unavailable(
+                "this host's cluster lease has lapsed: it cannot take actors now",
+            ));
+        }
+        let outcome = self
+            .directory
+            .claim_or_take_over(to.as_str(), &self.me)
+            .await
+            .map_err(|e| ActorError::unavailable(format!("cluster directory: {e}")))?;
+        match outcome {
+            ClaimOutcome::Claimed(c) => {
+                self.claims.insert(to, c);
+                Ok(None)
+            }
+            ClaimOutcome::Held(h) => match h.owner {
+                Some(o) if o.node != self.me.node => {
+                    self.note_owner(to, Some(o.node.clone()));
+                    Ok(Some(o.node))
+                }
+                _ => Err(ActorError::unavailable(format!(
+                    "{to} is being taken over by another member; retry"
+                ))),
+            },
+        }
+    }
+}

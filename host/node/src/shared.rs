@@ -1,0 +1,80 @@
+//! What the route, the serving handler and the hooks of one clustered host share.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use sluice_cluster::directory::{Directory, Owner};
+use sluice_cluster::membership::MemberView;
+use sluice_cluster::transport::Client;
+use sluice_runtime::{ActorId, Host};
+use tokio::sync::watch;
+
+use crate::claims::Claims;
+
+/// Remembered owners of remote actors: a routing hint (a stale one costs one `Moved` hop,
+/// never a second activation). Bounded: cleared when it reaches this size.
+const MAX_HINTS: usize = 100_000;
+
+pub(crate) struct Shared {
+    pub host: Host,
+    /// This member incarnation, as directory entries name it.
+    pub me: Owner,
+    pub claims: Arc<Claims>,
+    pub directory: Directory,
+    pub client: Client,
+    pub view: watch::Receiver<Arc<MemberView>>,
+    owners: Mutex<HashMap<ActorId, String>>,
+    /// Actor types deployed on this host.
+    types: RwLock<HashSet<String>>,
+}
+
+impl Shared {
+    pub fn new(
+        host: Host,
+        me: Owner,
+        claims: Arc<Claims>,
+        directory: Directory,
+        client: Client,
+        view: watch::Receiver<Arc<MemberView>>,
+    ) -> Self {
+        Self {
+            host,
+            me,
+            claims,
+            directory,
+            client,
+            view,
+            owners: Mutex::new(HashMap::new()),
+            types: RwLock::new(HashSet::new()),
+        }
+    }
+
+    pub fn owner_hint(&self, id: &ActorId) -> Option<String> {
+        self.owners.lock().get(id).cloned()
+    }
+
+    /// Remembers (or, with `None`, forgets) where `id` runs.
+    pub fn note_owner(&self, id: &ActorId, node: Option<String>) {
+        let mut owners = self.owners.lock();
+        match node {
+            Some(n) => {
+                if owners.len() >= MAX_HINTS {
+                    owners.clear();
+                }
+                owners.insert(id.clone(), n);
+            }
+            None => {
+                owners.remove(id);
+            }
+        }
+    }
+
+    pub fn has_type(&self, actor_type: &str) -> bool {
+        self.types.read().contains(actor_type)
+    }
+
+    pub fn set_types(&self, types: impl IntoIterator<Item = String>) {
+        *self.types.write() = types.into_iter().collect();
+    }
+}

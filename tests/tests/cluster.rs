@@ -1,0 +1,421 @@
+//! Many hosts as one: real `sluice run --cluster` processes on loopback, a real nats-server
+//! (the pinned build from scripts/nats.sh, started per test) and a real Postgres outbox.
+//! Every call goes through a host's HTTP ingress, like a user's.
+//!
+//! Needs `SLUICE_NATS_SERVER` (or nats-server on PATH) and `SLUICE_TEST_POSTGRES_URL`; the
+//! test command installs and starts both, so in CI a missing one fails.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_cluster::testing::NatsServer;
+use sluice_tests::{SluiceRun, fresh_postgres_database, rust_app, sluice_binary};
+
+/// Heartbeat and member TTL of the test clusters: a dead host is gone after 1.5 s.
+const CLUSTER: &str = r#"
+[cluster]
+heartbeat_ms = 300
+member_ttl_ms = 1500
+"#;
+
+fn app_config() -> String {
+    format!(
+        r#"
+[host]
+# Counters keep their state for the whole test: no idle deactivation.
+idle_deactivate_ms = 0
+max_activations = 4000
+{CLUSTER}
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[[supervisor.children]]
+name = "slow"
+actor_type = "Slow"
+module = "slow.wasm"
+mailbox_capacity = 2
+"#
+    )
+}
+
+const NODES: [&str; 3] = ["h1", "h2", "h3"];
+
+struct Cluster {
+    nats: NatsServer,
+    db: String,
+    hosts: Vec<SluiceRun>,
+    _apps: Vec<tempfile::TempDir>,
+}
+
+async fn start_host(nats: &NatsServer, db: &str, node: &str) -> (SluiceRun, tempfile::TempDir) {
+    let app = rust_app(&["echo", "slow"], &app_config());
+    let run = SluiceRun::start(
+        &sluice_binary("sluice-cluster-test"),
+        app.path(),
+        &[
+            "--cluster",
+            &nats.url(),
+            "--node-id",
+            node,
+            "--database-url",
+            db,
+        ],
+        &[],
+    )
+    .await;
+    (run, app)
+}
+
+/// Three members that each see all three with both types deployed. `None`: no Postgres
+/// outside CI (skipped loudly).
+async fn three_hosts(db_name: &str) -> Option<Cluster> {
+    let db = fresh_postgres_database(db_name).await?;
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    let mut hosts = Vec::new();
+    let mut apps = Vec::new();
+    for node in NODES {
+        let (h, a) = start_host(&nats, &db, node).await;
+        hosts.push(h);
+        apps.push(a);
+    }
+    for h in &hosts {
+        wait_members(h, &NODES).await;
+    }
+    Some(Cluster {
+        nats,
+        db,
+        hosts,
+        _apps: apps,
+    })
+}
+
+async fn status(h: &SluiceRun) -> Value {
+    reqwest::get(format!("{}/admin/status", h.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Waits until `h` sees exactly `nodes` as live members, each with Echo and Slow deployed.
+async fn wait_members(h: &SluiceRun, nodes: &[&str]) {
+    let start = Instant::now();
+    loop {
+        let s = status(h).await;
+        let members = &s["cluster"]["members"];
+        let ok = members.as_object().is_some_and(|m| {
+            m.len() == nodes.len()
+                && nodes.iter().all(|n| {
+                    m.get(*n).is_some_and(|t| {
+                        t.as_array()
+                            .is_some_and(|t| t.len() == 2 && t.contains(&"Echo".into()))
+                    })
+                })
+        });
+        if ok {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{} never saw members {nodes:?}: {s}",
+            h.admin
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The member placement puts `id` on, of `nodes`.
+fn owner(id: &str, nodes: &[&str]) -> String {
+    sluice_cluster::placement::place(id, nodes.iter().copied())
+        .unwrap()
+        .to_string()
+}
+
+async fn post(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: &str,
+    deadline_ms: Option<u64>,
+) -> (u16, Value) {
+    let mut r = client
+        .post(format!("{base}/actors/{path}"))
+        .body(body.to_string());
+    if let Some(ms) = deadline_ms {
+        r = r.header("x-sluice-deadline-ms", ms.to_string());
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    let bytes = r.bytes().await.unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hosts_run_each_key_once_and_every_counter_counts_without_gap() {
+    let Some(c) = three_hosts("sluice_cluster_counters").await else {
+        return;
+    };
+    const KEYS: usize = 300;
+    const ASKS: usize = 6000;
+    let client = reqwest::Client::new();
+    let ingress: Vec<String> = c.hosts.iter().map(|h| h.ingress.clone()).collect();
+    // 48 workers, each asking random keys through random hosts' ingress.
+    let mut tasks = Vec::new();
+    for w in 0..48u64 {
+        let client = client.clone();
+        let ingress = ingress.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen: Vec<(usize, u64)> = Vec::new();
+            let mut x = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for _ in 0..ASKS / 48 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = (x % KEYS as u64) as usize;
+                let host = &ingress[((x >> 32) % 3) as usize];
+                let (status, body) =
+                    post(&client, host, &format!("Echo/{key}/ask/record"), "x", None).await;
+                assert_eq!(status, 200, "Echo/{key} via {host}: {body}");
+                seen.push((key, body["count"].as_u64().expect("a count")));
+            }
+            seen
+        }));
+    }
+    let mut per_key: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for t in tasks {
+        for (k, n) in t.await.unwrap() {
+            per_key.entry(k).or_default().push(n);
+        }
+    }
+    let mut total = 0;
+    for (k, mut counts) in per_key {
+        counts.sort_unstable();
+        let want: Vec<u64> = (1..=counts.len() as u64).collect();
+        assert_eq!(
+            counts, want,
+            "Echo/{k}: replies must be 1..n with no gap and no repeat"
+        );
+        total += counts.len();
+    }
+    assert_eq!(total, ASKS);
+    // Placement spread the keys: every host holds claims, and together exactly the keys.
+    let mut claims = 0;
+    for h in &c.hosts {
+        let s = status(h).await;
+        let n = s["cluster"]["claims"].as_u64().unwrap();
+        assert!(n > 0, "{} holds no actor: {s}", h.admin);
+        assert_eq!(s["cluster"]["lease_valid"], true);
+        claims += n;
+    }
+    assert_eq!(claims as usize, KEYS);
+    drop(c.nats);
+    let _ = c.db;
+}
+
+/// Starts a 1.5 s turn of `Slow/{key}` through `via`.
+fn occupy(
+    client: &reqwest::Client,
+    via: &str,
+    key: usize,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    let client = client.clone();
+    let via = via.to_string();
+    tokio::spawn(async move {
+        post(
+            &client,
+            &via,
+            &format!("Slow/{key}/ask/sleep"),
+            "1500",
+            None,
+        )
+        .await
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_ones() {
+    let Some(c) = three_hosts("sluice_cluster_errors").await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    // Slow keys owned by h2, called through h1's ingress.
+    let mut on_h2 = (0..).filter(|k| owner(&format!("Slow/{k}"), &NODES) == "h2");
+    let (full, late) = (on_h2.next().unwrap(), on_h2.next().unwrap());
+    let (via, h2) = (&c.hosts[0].ingress, &c.hosts[1]);
+
+    // While its turn runs, the capacity-2 mailbox takes two tells and refuses the third with
+    // exactly the local message and its retry hint.
+    // While its long turn runs, the capacity-2 mailbox refuses a third message with exactly
+    // the local message and its retry hint. (Tells sent before the long turn starts run at
+    // once: the loop ends only once it holds the actor.)
+    let busy = occupy(&client, via, full);
+    let start = Instant::now();
+    let body = loop {
+        let (s, b) = post(&client, via, &format!("Slow/{full}/tell/sleep"), "1", None).await;
+        match s {
+            202 => assert_eq!(b["receipt"], "queued", "{b}"),
+            429 => break b,
+            other => panic!("{other}: {b}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never refused");
+    };
+    assert_eq!(body["code"], "resource-exhausted");
+    let retry = body["retry_after_ms"].as_u64().expect("retry_after_ms");
+    assert_eq!(
+        body["message"],
+        format!("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms={retry})"),
+        "the same message a local full mailbox gives"
+    );
+    assert_eq!(busy.await.unwrap().0, 200);
+
+    // An ask that cannot start within its 100 ms: skipped, decided on the owner, 504. (One
+    // sent before the long turn started runs at once and is answered 200: send again.)
+    let busy = occupy(&client, via, late);
+    let start = Instant::now();
+    let body = loop {
+        let (s, b) = post(
+            &client,
+            via,
+            &format!("Slow/{late}/ask/sleep"),
+            "1",
+            Some(100),
+        )
+        .await;
+        match s {
+            200 => {}
+            504 => break b,
+            other => panic!("{other}: {b}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never skipped");
+    };
+    assert_eq!(body["code"], "deadline-exceeded");
+    assert_eq!(body["skipped"], true, "{body}");
+    assert_eq!(busy.await.unwrap().0, 200);
+
+    // h2 ran them; h1 never activated a Slow.
+    let s1 = status(&c.hosts[0]).await;
+    let slow = |s: &Value| {
+        s["actor_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["actor_type"] == "Slow")
+            .unwrap()["active"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(slow(&s1), 0, "no Slow may run on h1: {s1}");
+    assert_eq!(slow(&status(h2).await), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_host_hands_its_actors_off_and_a_killed_one_is_replaced_after_its_ttl() {
+    let Some(mut c) = three_hosts("sluice_cluster_handoff").await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let key_on = |node: &str| {
+        (0..)
+            .map(|k| format!("Echo/{k}"))
+            .find(|id| owner(id, &NODES) == node)
+            .unwrap()
+    };
+    let (k3, k2) = (key_on("h3"), key_on("h2"));
+    let via = c.hosts[0].ingress.clone();
+    for k in [&k3, &k2] {
+        let (s, b) = post(&client, &via, &format!("{k}/ask/record"), "x", None).await;
+        assert_eq!((s, b["count"].as_u64()), (200, Some(1)), "{k}");
+    }
+    // SIGTERM: h3 ends its actors, releases their claims and leaves at once; the next
+    // message activates the key elsewhere, well before a member TTL.
+    c.hosts[2].terminate();
+    let exit = c.hosts[2].wait_exit(Duration::from_secs(20)).await;
+    assert!(exit.is_some_and(|s| s.success()), "h3 exit: {exit:?}");
+    assert!(
+        c.hosts[2].stdout_has("sluice: cluster: left"),
+        "{:?}",
+        c.hosts[2].stdout_lines()
+    );
+    let left = Instant::now();
+    // Gone from h1's view at once (its entry was deleted, not left to expire).
+    wait_members(&c.hosts[0], &["h1", "h2"]).await;
+    let (s, b) = post(&client, &via, &format!("{k3}/ask/record"), "x", None).await;
+    assert_eq!(s, 200, "{k3} after h3 left: {b}");
+    assert_eq!(b["count"], 1, "a fresh activation on a remaining member");
+    assert!(
+        left.elapsed() < Duration::from_millis(1500),
+        "served again before a member TTL would have passed: {:?}",
+        left.elapsed()
+    );
+
+    // SIGKILL: h2's keys fail typed (UNAVAILABLE) until its TTL passes, then run elsewhere.
+    c.hosts[1].kill();
+    let killed = Instant::now();
+    loop {
+        let (s, b) = post(&client, &via, &format!("{k2}/ask/record"), "x", None).await;
+        if s == 200 {
+            assert_eq!(b["count"], 1);
+            break;
+        }
+        assert_eq!(s, 503, "{b}");
+        assert_eq!(b["code"], "unavailable", "{b}");
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "{k2} not served again within TTL 1.5 s + 8.5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failover = killed.elapsed();
+    assert!(failover < Duration::from_secs(10), "{failover:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats() {
+    let app = rust_app(&["echo", "slow"], &app_config());
+    let bin = sluice_binary("sluice-cluster-test");
+    let out = std::process::Command::new(&bin)
+        .args(["run"])
+        .arg(app.path())
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(["--cluster", "nats://127.0.0.1:4222"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--cluster needs the outbox in Postgres") && err.contains("--database-url"),
+        "{err}"
+    );
+    let Some(db) = fresh_postgres_database("sluice_cluster_refused").await else {
+        return;
+    };
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("nats://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&bin)
+            .args(["run"])
+            .arg(app.path())
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["--cluster", &url, "--database-url", &db])
+            .output(),
+    )
+    .await
+    .expect("an unreachable NATS fails within the connect timeout")
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("joining the cluster at"), "{err}");
+}
