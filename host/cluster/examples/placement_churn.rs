@@ -251,6 +251,7 @@ fn main() {
                     TypeVersion {
                         version: 12,
                         hash: format!("sha256:{}", "ab".repeat(32)),
+                        live: 0,
                     },
                 )
             })

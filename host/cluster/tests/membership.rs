@@ -32,6 +32,7 @@ fn types(list: &[(&str, u64)]) -> BTreeMap<String, TypeVersion> {
                 TypeVersion {
                     version: *v,
                     hash: format!("sha256:{v:064}"),
+                    live: 0,
                 },
             )
         })

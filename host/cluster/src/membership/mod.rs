@@ -284,6 +284,12 @@ impl Membership {
             .is_valid_at(Instant::now())
     }
 
+    /// Replaces the types in the record without sending a heartbeat now: the next regular
+    /// one carries them (live counts, which change all the time).
+    pub fn refresh_types(&self, types: BTreeMap<String, TypeVersion>) {
+        self.shared.record.lock().types = types;
+    }
+
     /// Announces a new set of deployed types (after a deploy): written with the next heartbeat,
     /// which is sent at once.
     pub fn set_types(&self, types: BTreeMap<String, TypeVersion>) {

@@ -16,6 +16,10 @@ pub struct TypeVersion {
     pub version: u64,
     /// The module's content hash (`sha256:<hex>`, the module store's key).
     pub hash: String,
+    /// Live activations of the type on the member, as of its last heartbeat (what
+    /// `sluice status` shows per member). Absent in records of older hosts: 0.
+    #[serde(default)]
+    pub live: u64,
 }
 
 /// What a member says about itself. Rewritten by every heartbeat.
@@ -124,6 +128,7 @@ mod tests {
                 TypeVersion {
                     version: 3,
                     hash: "sha256:00".into(),
+                    live: 0,
                 },
             )]),
         }

@@ -202,6 +202,7 @@ mod tests {
                         TypeVersion {
                             version: 1,
                             hash: "h".into(),
+                            live: 0,
                         },
                     )
                 })
