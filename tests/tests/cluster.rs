@@ -20,12 +20,18 @@ member_ttl_ms = 1500
 "#;
 
 fn app_config() -> String {
+    app_config_with(4000)
+}
+
+fn app_config_with(max_activations: usize) -> String {
     format!(
         r#"
+name = "cluster-test"
+
 [host]
 # Counters keep their state for the whole test: no idle deactivation.
 idle_deactivate_ms = 0
-max_activations = 4000
+max_activations = {max_activations}
 {CLUSTER}
 [[supervisor.children]]
 name = "echo"
@@ -51,7 +57,16 @@ struct Cluster {
 }
 
 async fn start_host(nats: &NatsServer, db: &str, node: &str) -> (SluiceRun, tempfile::TempDir) {
-    let app = rust_app(&["echo", "slow"], &app_config());
+    start_host_with(nats, db, node, &app_config()).await
+}
+
+async fn start_host_with(
+    nats: &NatsServer,
+    db: &str,
+    node: &str,
+    config: &str,
+) -> (SluiceRun, tempfile::TempDir) {
+    let app = rust_app(&["echo", "slow"], config);
     let run = SluiceRun::start(
         &sluice_binary("sluice-cluster-test"),
         app.path(),
@@ -72,6 +87,10 @@ async fn start_host(nats: &NatsServer, db: &str, node: &str) -> (SluiceRun, temp
 /// Three members that each see all three with both types deployed. `None`: no Postgres
 /// outside CI (skipped loudly).
 async fn three_hosts(db_name: &str) -> Option<Cluster> {
+    three_hosts_with(db_name, |_| app_config()).await
+}
+
+async fn three_hosts_with(db_name: &str, config: impl Fn(&str) -> String) -> Option<Cluster> {
     let db = fresh_postgres_database(db_name).await?;
     let nats = NatsServer::start()
         .await
@@ -79,7 +98,7 @@ async fn three_hosts(db_name: &str) -> Option<Cluster> {
     let mut hosts = Vec::new();
     let mut apps = Vec::new();
     for node in NODES {
-        let (h, a) = start_host(&nats, &db, node).await;
+        let (h, a) = start_host_with(&nats, &db, node, &config(node)).await;
         hosts.push(h);
         apps.push(a);
     }
@@ -218,6 +237,26 @@ async fn three_hosts_run_each_key_once_and_every_counter_counts_without_gap() {
         claims += n;
     }
     assert_eq!(claims as usize, KEYS);
+    // `sluice status` on any member says where the live actors are: per member, per type,
+    // as of each member's last heartbeat.
+    let start = Instant::now();
+    loop {
+        let s = status(&c.hosts[2]).await;
+        let actors = s["cluster"]["actors"].as_object().unwrap().clone();
+        let per_host: Vec<u64> = NODES
+            .iter()
+            .map(|n| actors[*n]["Echo"].as_u64().unwrap())
+            .collect();
+        if per_host.iter().sum::<u64>() == KEYS as u64 {
+            assert!(per_host.iter().all(|n| *n > 0), "{per_host:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "live counts never added up to {KEYS}: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     drop(c.nats);
     let _ = c.db;
 }
@@ -418,4 +457,117 @@ async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("joining the cluster at"), "{err}");
+}
+
+/// The type's version on `h`.
+async fn version_of(h: &SluiceRun, ty: &str) -> u64 {
+    status(h).await["actor_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["actor_type"] == ty)
+        .unwrap()["version"]
+        .as_u64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_reaches_a_late_joiner()
+{
+    // h3 fits only 2 activations, so a version with 3 supervised instances cannot load there.
+    let Some(mut c) = three_hosts_with("sluice_cluster_deploy", |node| {
+        app_config_with(if node == "h3" { 2 } else { 4000 })
+    })
+    .await
+    else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let key_on = |node: &str| {
+        (0..)
+            .map(|k| format!("Echo/{k}"))
+            .find(|id| owner(id, &NODES) == node)
+            .unwrap()
+    };
+    // The new Echo: another module (the slow actor, which answers with its payload) and 3
+    // supervised instances.
+    let next = rust_app(
+        &["echo", "slow"],
+        &app_config().replace(
+            "actor_type = \"Echo\"\nmodule = \"echo.wasm\"",
+            "actor_type = \"Echo\"\nmodule = \"slow.wasm\"\ncount = 3",
+        ),
+    );
+    let out = tokio::process::Command::new(sluice_binary("sluice-cluster-test"))
+        .arg("deploy")
+        .arg(next.path())
+        .args(["--host", &c.hosts[0].admin])
+        .output()
+        .await
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in ["h1", "h2"] {
+        assert!(
+            printed
+                .lines()
+                .any(|l| l.contains("[Echo] cluster version")
+                    && l.contains(&format!("{n} serves it"))),
+            "{n}: {printed}"
+        );
+    }
+    let h3 = printed
+        .lines()
+        .find(|l| l.contains("[Echo] cluster version") && l.contains("h3 kept its running version"))
+        .unwrap_or_else(|| panic!("no h3 line: {printed}"));
+    assert!(h3.contains("max_activations"), "{h3}");
+
+    // h2 now runs the new code for its keys; h3 still the old one for its own.
+    let via = c.hosts[0].ingress.clone();
+    let (s, b) = post(
+        &client,
+        &via,
+        &format!("{}/ask/record", key_on("h2")),
+        "7",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, b),
+        (200, Value::from(7)),
+        "the new module answers with its payload"
+    );
+    let (s, b) = post(
+        &client,
+        &via,
+        &format!("{}/ask/record", key_on("h3")),
+        "7",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, &b["count"]),
+        (200, &Value::from(1)),
+        "h3 kept the old module: {b}"
+    );
+    assert_eq!(version_of(&c.hosts[1], "Echo").await, 2);
+    assert_eq!(version_of(&c.hosts[2], "Echo").await, 1);
+
+    // A host that joins later starts from its own (old) app folder and then loads the
+    // cluster's current version.
+    let (h4, _app4) = start_host(&c.nats, &c.db, "h4").await;
+    let start = Instant::now();
+    while version_of(&h4, "Echo").await < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "h4 never loaded the current Echo: {}",
+            status(&h4).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.hosts.push(h4);
 }

@@ -36,8 +36,20 @@ pub struct DeployRequest {
     pub app: Option<String>,
 }
 
-/// What `/admin/status` reports about the cluster this host is a member of.
-pub type ClusterInfo = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+/// The wait for a deploy's roll-out report.
+pub type RollOutFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = serde_json::Value> + Send>>;
+
+/// What the admin API does on a member of a cluster.
+pub trait ClusterAdmin: Send + Sync + 'static {
+    /// The `cluster` part of `/admin/status`.
+    fn status(&self) -> serde_json::Value;
+    /// After a deploy on this host: roll it out to every member; the per-host report.
+    fn roll_out(&self, spec: ChildSpec, bytes: Vec<u8>) -> RollOutFuture;
+}
+
+/// A member's admin side.
+pub type ClusterInfo = Arc<dyn ClusterAdmin>;
 
 struct AdminState {
     host: Host,
@@ -314,16 +326,20 @@ async fn deploy(
             .into_response();
     }
     let ty = spec.actor_type.clone();
+    let for_cluster = state
+        .cluster
+        .as_ref()
+        .map(|_| (spec.clone(), bytes.clone()));
     match state.host.deploy_report(spec, bytes).await {
-        Ok(d) => (
-            StatusCode::OK,
-            axum::Json(
-                json!({"actor_type": ty, "version": d.version, "unchanged": d.unchanged,
+        Ok(d) => {
+            let mut body = json!({"actor_type": ty, "version": d.version, "unchanged": d.unchanged,
                 "cached": d.cached, "compile_ms": d.compile_time.as_millis() as u64,
-                "app": state.app}),
-            ),
-        )
-            .into_response(),
+                "app": state.app});
+            if let (Some(cluster), Some((spec, bytes))) = (&state.cluster, for_cluster) {
+                body["cluster"] = cluster.roll_out(spec, bytes).await;
+            }
+            (StatusCode::OK, axum::Json(body)).into_response()
+        }
         Err(e) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             axum::Json(json!({"code": "invalid-module", "message": e.to_string()})),
@@ -336,7 +352,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     let mut body = json!({"app": state.app, "actor_types": state.host.status(), "inflight_turns": state.host.inflight_turns(),
         "bus_subscriptions": state.host.bus_stats()});
     if let Some(cluster) = &state.cluster {
-        body["cluster"] = cluster();
+        body["cluster"] = cluster.status();
     }
     axum::Json(body).into_response()
 }

@@ -245,6 +245,11 @@ pub async fn deploy(
                 )
             }
         ));
+        if let Some(r) = &out.cluster {
+            for line in roll_out_lines(&child.actor_type, r) {
+                progress(&line);
+            }
+        }
         types.push((child.actor_type.clone(), out.version, out.unchanged));
     }
     Ok(DeployReport {
@@ -264,6 +269,28 @@ struct DeployResponse {
     cached: bool,
     #[serde(default)]
     compile_ms: u64,
+    /// On a member of a cluster: the roll-out to every member.
+    #[serde(default)]
+    cluster: Option<serde_json::Value>,
+}
+
+/// One line per member of a cluster roll-out: the version it serves, or why it kept its own.
+fn roll_out_lines(ty: &str, r: &serde_json::Value) -> Vec<String> {
+    if let Some(e) = r["error"].as_str() {
+        return vec![format!("[{ty}] {e}")];
+    }
+    let version = r["version"].as_u64().unwrap_or(0);
+    let mut out = Vec::new();
+    for h in r["hosts"].as_array().into_iter().flatten() {
+        let node = h["node"].as_str().unwrap_or("?");
+        out.push(match h["error"].as_str() {
+            None => format!("[{ty}] cluster version {version}: {node} serves it"),
+            Some(e) => {
+                format!("[{ty}] cluster version {version}: {node} kept its running version: {e}")
+            }
+        });
+    }
+    out
 }
 
 /// `n` bytes for people: `812 B`, `44 KB`, `2.6 MB`.

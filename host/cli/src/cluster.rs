@@ -1,14 +1,15 @@
 //! `sluice run --cluster`: the cluster settings from the flags and the app's `[cluster]`
 //! table, the checks made before anything starts, and announcing the deployed types.
 
-use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice_app::{AppConfig, DatabaseUrl};
 use sluice_cluster::ClusterConfig;
-use sluice_cluster::membership::TypeVersion;
-use sluice_runtime::Host;
+use sluice_node::Node;
+use sluice_runtime::ChildSpec;
 
 /// The cluster this host joins: the `[cluster]` table, with `--cluster` replacing its `url`
 /// and `--node-id` its `node_id`. `None`: no table and no flag, one host on its own.
@@ -54,30 +55,41 @@ pub fn check_database(database: Option<&DatabaseUrl>) -> anyhow::Result<()> {
     }
 }
 
-/// The deployed types with their versions and module hashes, as the member record says them.
-pub fn deployed_types(
-    host: &Host,
-    app: &AppConfig,
-    dir: &Path,
-) -> anyhow::Result<BTreeMap<String, TypeVersion>> {
-    let versions: BTreeMap<String, u64> = host
-        .status()
-        .into_iter()
-        .map(|t| (t.actor_type, t.version))
-        .collect();
-    let mut out = BTreeMap::new();
-    for child in &app.supervisor.children {
-        let path = dir.join(&child.module);
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        out.insert(
-            child.actor_type.clone(),
-            TypeVersion {
-                version: versions.get(&child.actor_type).copied().unwrap_or(1),
-                hash: sluice_cluster::modules::content_hash(&bytes),
-            },
-        );
+/// The app's children with their module bytes, as this host deployed them at start.
+pub fn app_children(app: &AppConfig, dir: &Path) -> anyhow::Result<Vec<(ChildSpec, Vec<u8>)>> {
+    app.supervisor
+        .children
+        .iter()
+        .map(|child| {
+            let path = dir.join(&child.module);
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok((child.clone(), bytes))
+        })
+        .collect()
+}
+
+/// A member as the admin API sees it: its part of `/admin/status`, and a deploy rolled out
+/// to every member.
+pub struct Member(pub Arc<Node>);
+
+/// How long a deploy waits for every member to report.
+pub const ROLL_OUT_WAIT: Duration = Duration::from_secs(60);
+
+impl crate::admin::ClusterAdmin for Member {
+    fn status(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.status()).unwrap_or_default()
     }
-    Ok(out)
+
+    fn roll_out(&self, spec: ChildSpec, bytes: Vec<u8>) -> crate::admin::RollOutFuture {
+        let node = self.0.clone();
+        Box::pin(async move {
+            match node.roll_out(&spec, &bytes, ROLL_OUT_WAIT).await {
+                Ok(r) => serde_json::to_value(r).unwrap_or_default(),
+                Err(e) => serde_json::json!({"error": format!("cluster roll-out: {e}")}),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -407,7 +407,10 @@ async fn run(
     .with_context(starting)?;
     let node = node.map(std::sync::Arc::new);
     if let Some(n) = &node {
-        n.announce(sluice_cli::cluster::deployed_types(&host, &app, &app_dir)?);
+        let children = sluice_cli::cluster::app_children(&app, &app_dir)?;
+        n.start_following(&children)
+            .await
+            .context("cluster: publishing this host's modules")?;
     }
     let app_name = app.app_name(&app_dir);
     println!(
@@ -433,9 +436,8 @@ async fn run(
     let admin_router = match &node {
         None => admin::app_router(host.clone(), admin_token, &console, app_name),
         Some(n) => {
-            let n = n.clone();
             let info: admin::ClusterInfo =
-                std::sync::Arc::new(move || serde_json::to_value(n.status()).unwrap_or_default());
+                std::sync::Arc::new(sluice_cli::cluster::Member(n.clone()));
             admin::cluster_router(host.clone(), admin_token, &console, app_name, info)
         }
     };

@@ -14,6 +14,7 @@
 
 pub mod claims;
 pub mod errors;
+pub mod rollout;
 pub mod route;
 pub mod serve;
 mod shared;
@@ -24,11 +25,14 @@ use std::time::Duration;
 
 use sluice_cluster::directory::Directory;
 use sluice_cluster::membership::{Membership, MembershipTimings, TypeVersion};
+use sluice_cluster::modules::{ModuleError, ModuleStore, content_hash};
 use sluice_cluster::transport::{Client, ClientConfig, Limits, Server, ServerConfig};
 use sluice_cluster::{ClusterConfig, Connection};
-use sluice_runtime::Host;
+use sluice_runtime::{ChildSpec, Host};
+use tokio::task::JoinHandle;
 
 use crate::claims::{Claims, Hooks};
+use crate::rollout::{Modules, RollOut};
 use crate::route::ClusterRoute;
 use crate::serve::Serve;
 use crate::shared::Shared;
@@ -46,6 +50,9 @@ pub enum JoinError {
     /// The directory bucket could not be opened.
     #[error(transparent)]
     Directory(#[from] sluice_cluster::directory::DirectoryError),
+    /// The module store could not be opened.
+    #[error(transparent)]
+    Modules(#[from] ModuleError),
     /// This host's subject could not be served.
     #[error(transparent)]
     Transport(#[from] sluice_cluster::transport::TransportError),
@@ -60,8 +67,12 @@ pub struct Node {
     conn: Connection,
     node: String,
     /// Taken by [`Node::leave`].
-    membership: parking_lot::Mutex<Option<Membership>>,
+    membership: Arc<parking_lot::Mutex<Option<Membership>>>,
     server: parking_lot::Mutex<Option<Server>>,
+    modules: Arc<Modules>,
+    /// The module follower and the live-count refresher.
+    tasks: parking_lot::Mutex<Vec<JoinHandle<()>>>,
+    heartbeat: Duration,
 }
 
 /// What `sluice status` shows about the cluster.
@@ -73,6 +84,9 @@ pub struct ClusterStatus {
     pub cluster: String,
     /// Live members and the actor types each has deployed, by node id.
     pub members: BTreeMap<String, Vec<String>>,
+    /// Where the live actors are: per member, live activations per type (as of each
+    /// member's last heartbeat).
+    pub actors: BTreeMap<String, BTreeMap<String, u64>>,
     /// Actors this host holds a directory claim on.
     pub claims: usize,
     /// Whether this host's lease is valid (it may run clustered actors).
@@ -99,6 +113,7 @@ impl Node {
                 ..ClientConfig::default()
             },
         );
+        let store = ModuleStore::open(&conn).await?;
         let claims = Claims::new(directory.clone(), membership.lease());
         let shared = Arc::new(Shared::new(
             host.clone(),
@@ -123,13 +138,80 @@ impl Node {
             shared,
             conn,
             node: membership.node_id().to_string(),
-            membership: parking_lot::Mutex::new(Some(membership)),
+            membership: Arc::new(parking_lot::Mutex::new(Some(membership))),
             server: parking_lot::Mutex::new(Some(server)),
+            modules: Arc::new(Modules::new(store, host.clone())),
+            tasks: parking_lot::Mutex::new(Vec::new()),
+            heartbeat: config.heartbeat(),
         })
     }
 
-    /// Announces the actor types this host has deployed (placement's candidates).
-    pub fn announce(&self, types: BTreeMap<String, TypeVersion>) {
+    /// After this host deployed its app's `children` itself: announces its types
+    /// (placement's candidates), makes them the cluster's current modules where it has none
+    /// yet, and from then on follows the cluster's deploys (loading each current version this
+    /// host does not run; first of all any that differs from its own app folder).
+    pub async fn start_following(
+        &self,
+        children: &[(ChildSpec, Vec<u8>)],
+    ) -> Result<(), ModuleError> {
+        let versions = self.local_versions();
+        for (spec, bytes) in children {
+            let v = versions.get(&spec.actor_type).copied().unwrap_or(1);
+            let types = self.modules.deployed_here(spec, content_hash(bytes), v);
+            self.announce(types);
+        }
+        self.modules.seed(children).await?;
+        let membership = self.membership.clone();
+        let shared = self.shared.clone();
+        let follow = self.modules.clone().follow(move |types| {
+            shared.set_types(types.keys().cloned());
+            if let Some(m) = &*membership.lock() {
+                m.set_types(types);
+            }
+        });
+        let refresh = refresh_live(
+            self.modules.clone(),
+            self.membership.clone(),
+            self.shared.host.clone(),
+            self.heartbeat,
+        );
+        self.tasks
+            .lock()
+            .extend([tokio::spawn(follow), tokio::spawn(refresh)]);
+        Ok(())
+    }
+
+    /// After this host deployed `spec`/`bytes` through its admin API: makes it the
+    /// cluster's current version of the type, and waits (at most `wait`) for every live
+    /// member to report whether it loaded it.
+    pub async fn roll_out(
+        &self,
+        spec: &ChildSpec,
+        bytes: &[u8],
+        wait: Duration,
+    ) -> Result<RollOut, ModuleError> {
+        let v = self
+            .local_versions()
+            .get(&spec.actor_type)
+            .copied()
+            .unwrap_or(1);
+        let types = self.modules.deployed_here(spec, content_hash(bytes), v);
+        self.announce(types);
+        self.modules
+            .roll_out(spec, bytes, &self.shared.view, wait)
+            .await
+    }
+
+    fn local_versions(&self) -> BTreeMap<String, u64> {
+        self.shared
+            .host
+            .status()
+            .into_iter()
+            .map(|t| (t.actor_type, t.version))
+            .collect()
+    }
+
+    fn announce(&self, types: BTreeMap<String, TypeVersion>) {
         self.shared.set_types(types.keys().cloned());
         if let Some(m) = &*self.membership.lock() {
             m.set_types(types);
@@ -156,6 +238,19 @@ impl Node {
                     )
                 })
                 .collect(),
+            actors: view
+                .members()
+                .map(|m| {
+                    (
+                        m.record.node.clone(),
+                        m.record
+                            .types
+                            .iter()
+                            .map(|(t, v)| (t.clone(), v.live))
+                            .collect(),
+                    )
+                })
+                .collect(),
             claims: self.shared.claims.len(),
             lease_valid: self.shared.claims.lease_valid(),
         }
@@ -172,6 +267,9 @@ impl Node {
                 "cluster: some claims were not released in time; they are taken over after the member TTL"
             );
         }
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
         let server = self.server.lock().take();
         if let Some(server) = server {
             server.stop().await;
@@ -181,6 +279,34 @@ impl Node {
             && let Err(e) = m.leave().await
         {
             tracing::warn!(error = %e, "cluster: leaving the members bucket failed");
+        }
+    }
+}
+
+/// Keeps the member record's live counts current: each heartbeat carries the live
+/// activations per type as of the one before.
+async fn refresh_live(
+    modules: Arc<Modules>,
+    membership: Arc<parking_lot::Mutex<Option<Membership>>>,
+    host: Host,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let live: BTreeMap<String, u64> = host
+            .status()
+            .into_iter()
+            .map(|t| (t.actor_type, t.active as u64))
+            .collect();
+        let mut types = modules.announced();
+        for (t, v) in types.iter_mut() {
+            v.live = live.get(t).copied().unwrap_or(0);
+        }
+        match &*membership.lock() {
+            Some(m) => m.refresh_types(types),
+            None => return,
         }
     }
 }
