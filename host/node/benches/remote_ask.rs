@@ -1,0 +1,279 @@
+//! Remote tell/ask through the wired cluster against its floors, in one run on one
+//! nats-server: two hosts in this process, each a member of the same cluster (its own NATS
+//! connection), the Rust `echo` test guest deployed on both, 64-byte payloads.
+//!
+//! 1. ask round trip, sequential: a plain (unclustered) host's local ask; a member's ask to a
+//!    key it owns (the cluster route's local path); a member's ask to a key the other member
+//!    owns (remote); a bare NATS request/reply between two connections (the engine's floor).
+//! 2. tell throughput, `TELLERS` concurrent senders: remote tells from one member into a key
+//!    of the other, against bare NATS publish to a subscriber.
+//!
+//! `cargo bench -p sluice-node --bench remote_ask [-- --quick]` (release). Spawns its own
+//! nats-server (`scripts/nats.sh install` builds it). Issue #14's goals: remote ask p50 ≤ NATS
+//! round trip + 30 µs; remote tell throughput ≥ 0.5× NATS publish.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use sluice_cluster::testing::NatsServer;
+use sluice_cluster::{ClusterConfig, connect};
+use sluice_node::Node;
+use sluice_runtime::{ChildSpec, Host, HostConfig};
+
+const PAYLOAD: usize = 64;
+const TELLERS: usize = 64;
+const T: Duration = Duration::from_secs(5);
+
+fn echo_wasm() -> Vec<u8> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/rust");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+        .current_dir(&dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .expect("running cargo for the Rust guests");
+    assert!(status.success(), "building the Rust test guests failed");
+    std::fs::read(dir.join("target/wasm32-wasip2/release/echo.wasm")).expect("echo.wasm")
+}
+
+async fn plain_host(wasm: &[u8]) -> Host {
+    let host = Host::new(HostConfig {
+        idle_deactivate_ms: 0,
+        ..HostConfig::default()
+    })
+    .expect("host");
+    host.deploy(ChildSpec::new("Echo", "echo.wasm"), wasm.to_vec())
+        .await
+        .expect("deploy");
+    host
+}
+
+async fn member(url: &str, node: &str, wasm: &[u8]) -> (Host, Node) {
+    let host = Host::new(HostConfig {
+        idle_deactivate_ms: 0,
+        ..HostConfig::default()
+    })
+    .expect("host");
+    let config = ClusterConfig::builder(url)
+        .name("bench")
+        .node_id(node)
+        .build()
+        .expect("config");
+    let n = Node::join(&host, &config).await.expect("join");
+    let spec = ChildSpec::new("Echo", "echo.wasm");
+    host.deploy(spec.clone(), wasm.to_vec())
+        .await
+        .expect("deploy");
+    n.start_following(&[(spec, wasm.to_vec())])
+        .await
+        .expect("modules");
+    (host, n)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn summary(name: &str, mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    let (p50, p99) = (percentile(&v, 0.5), percentile(&v, 0.99));
+    println!(
+        "{name:<40} n={:<6} p50 {:>7.1} µs  p99 {:>7.1} µs",
+        v.len(),
+        p50.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6,
+    );
+    p50
+}
+
+async fn asks(host: &Host, to: &str, n: usize) -> Vec<Duration> {
+    let payload = vec![7u8; PAYLOAD];
+    for _ in 0..n / 10 {
+        host.ask(to, "echo", payload.clone(), T).await.expect("ask");
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = host.ask(to, "echo", payload.clone(), T).await.expect("ask");
+        out.push(t.elapsed());
+        assert_eq!(r.len(), PAYLOAD);
+    }
+    out
+}
+
+async fn bare_round_trips(url: &str, n: usize) -> Vec<Duration> {
+    let responder = async_nats::connect(url).await.unwrap();
+    let requester = async_nats::connect(url).await.unwrap();
+    let mut sub = responder.subscribe("bench.echo").await.unwrap();
+    responder.flush().await.unwrap();
+    let nats = responder.clone();
+    let echo = tokio::spawn(async move {
+        while let Some(m) = sub.next().await {
+            if let Some(reply) = m.reply {
+                nats.publish(reply, m.payload).await.unwrap();
+            }
+        }
+    });
+    let payload = Bytes::from(vec![7u8; PAYLOAD]);
+    for _ in 0..n / 10 {
+        requester
+            .request("bench.echo", payload.clone())
+            .await
+            .unwrap();
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = requester
+            .request("bench.echo", payload.clone())
+            .await
+            .unwrap();
+        out.push(t.elapsed());
+        assert_eq!(r.payload.len(), PAYLOAD);
+    }
+    echo.abort();
+    out
+}
+
+/// Remote tells per second from `TELLERS` concurrent senders, each awaiting its receipt.
+async fn remote_tells(host: &Host, to: &str, n: usize) -> f64 {
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..TELLERS {
+        let host = host.clone();
+        let to = to.to_string();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n / TELLERS {
+                // The receiving mailbox may be full: retry after its hint, as a sender would.
+                loop {
+                    match host.tell(&to, "echo", vec![7u8; PAYLOAD]).await {
+                        Ok(_) => break,
+                        Err(e) => {
+                            tokio::time::sleep(Duration::from_millis(e.retry_after_ms.unwrap_or(1)))
+                                .await
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (n / TELLERS * TELLERS) as f64 / t.elapsed().as_secs_f64()
+}
+
+async fn bare_publish(url: &str, n: usize) -> f64 {
+    let sink = async_nats::ConnectOptions::new()
+        .subscription_capacity(n + 1024)
+        .connect(url)
+        .await
+        .unwrap();
+    let source = async_nats::connect(url).await.unwrap();
+    let mut sub = sink.subscribe("bench.flood").await.unwrap();
+    sink.flush().await.unwrap();
+    let payload = Bytes::from(vec![7u8; PAYLOAD]);
+    let t = Instant::now();
+    let recv = tokio::spawn(async move {
+        let mut got = 0;
+        while got < n {
+            sub.next().await.unwrap();
+            got += 1;
+        }
+    });
+    for _ in 0..n {
+        source
+            .publish("bench.flood", payload.clone())
+            .await
+            .unwrap();
+    }
+    source.flush().await.unwrap();
+    recv.await.unwrap();
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (n, flood) = if quick {
+        (3_000, 30_000)
+    } else {
+        (10_000, 100_000)
+    };
+    let nats = NatsServer::start().await.unwrap_or_else(|e| panic!("{e}"));
+    let url = nats.url();
+    let probe = connect(&ClusterConfig::new(url.clone())).await.unwrap();
+    println!(
+        "nats-server {} at {url}; payload {PAYLOAD} B",
+        probe.server_version()
+    );
+    let wasm = echo_wasm();
+    let plain = plain_host(&wasm).await;
+    let (a, node_a) = member(&url, "a", &wasm).await;
+    let (_b, node_b) = member(&url, "b", &wasm).await;
+    // Both members see both, with Echo deployed.
+    let start = Instant::now();
+    while [&node_a, &node_b].iter().any(|n| {
+        n.status()
+            .members
+            .values()
+            .filter(|t| !t.is_empty())
+            .count()
+            < 2
+    }) {
+        assert!(start.elapsed() < Duration::from_secs(20), "members");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let on = |node: &str| {
+        (0..)
+            .map(|k| format!("Echo/{k}"))
+            .find(|id| sluice_cluster::placement::place(id, ["a", "b"]) == Some(node))
+            .unwrap()
+    };
+    let (here, there) = (on("a"), on("b"));
+    println!("-- ask round trip, sequential (3 rounds, interleaved)");
+    let mut rows: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 1..=3 {
+        let p = |d: Duration| d.as_secs_f64() * 1e6;
+        let plain_p50 = summary(
+            &format!("plain host, local ask #{round}"),
+            asks(&plain, "Echo/1", n).await,
+        );
+        let local = summary(
+            &format!("member, ask to its own key #{round}"),
+            asks(&a, &here, n).await,
+        );
+        let remote = summary(
+            &format!("member, ask to the other's key #{round}"),
+            asks(&a, &there, n).await,
+        );
+        let bare = summary(
+            &format!("bare NATS request/reply #{round}"),
+            bare_round_trips(&url, n).await,
+        );
+        rows.entry("member local - plain (µs)")
+            .or_default()
+            .push(p(local) - p(plain_p50));
+        rows.entry("remote - bare NATS (µs)")
+            .or_default()
+            .push(p(remote) - p(bare));
+    }
+    for (k, v) in rows {
+        println!("{k}: {v:+.1?}");
+    }
+    println!("-- tell throughput, {TELLERS} concurrent senders (3 rounds, interleaved)");
+    for round in 1..=3 {
+        let bare = bare_publish(&url, flood * 4).await;
+        let tells = remote_tells(&a, &there, flood).await;
+        println!(
+            "#{round}: bare NATS publish {bare:>9.0} msg/s   remote tells {tells:>9.0}/s   ratio {:.2}",
+            tells / bare
+        );
+    }
+    node_a.leave(Duration::from_secs(1)).await;
+    node_b.leave(Duration::from_secs(1)).await;
+}
