@@ -12,6 +12,7 @@
 //! Calls from other hosts arrive through the transport's server ([`serve::Serve`]).
 #![warn(missing_docs)]
 
+mod batch;
 pub mod claims;
 pub mod errors;
 pub mod rollout;

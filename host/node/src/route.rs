@@ -108,7 +108,10 @@ impl ClusterRoute {
                         deadline: msg.opts.deadline,
                         internal: msg.opts.internal,
                     };
-                    let outcome = s.client.send(&node, vec![call]).await.pop();
+                    let outcome = match kind {
+                        CallKind::Tell => Some(s.batcher.tell(&node, call).await),
+                        CallKind::Ask => s.client.send(&node, vec![call]).await.pop(),
+                    };
                     match outcome {
                         Some(Outcome::Receipt(r)) => {
                             return Ok(Delivered::Receipt(match r {

@@ -10,6 +10,7 @@ use sluice_cluster::transport::Client;
 use sluice_runtime::{ActorId, Host};
 use tokio::sync::watch;
 
+use crate::batch::Batcher;
 use crate::claims::Claims;
 
 /// Remembered owners of remote actors: a routing hint (a stale one costs one `Moved` hop,
@@ -23,6 +24,8 @@ pub(crate) struct Shared {
     pub claims: Arc<Claims>,
     pub directory: Directory,
     pub client: Client,
+    /// Tells share frames per destination host.
+    pub batcher: Batcher,
     pub view: watch::Receiver<Arc<MemberView>>,
     owners: Mutex<HashMap<ActorId, String>>,
     /// Actor types deployed on this host.
@@ -43,6 +46,7 @@ impl Shared {
             me,
             claims,
             directory,
+            batcher: Batcher::new(client.clone()),
             client,
             view,
             owners: Mutex::new(HashMap::new()),
