@@ -149,6 +149,26 @@ async fn wait_members(h: &SluiceRun, nodes: &[&str]) {
     }
 }
 
+/// The first key of `ty` that placement puts on `node` (of the three).
+fn key_on(ty: &str, node: &str) -> String {
+    (0..)
+        .map(|k| format!("{ty}/{k}"))
+        .find(|id| owner(id, &NODES) == node)
+        .unwrap()
+}
+
+/// A field of `ty`'s row in a status's `actor_types`.
+fn type_field(status: &Value, ty: &str, field: &str) -> u64 {
+    status["actor_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["actor_type"] == ty)
+        .unwrap()[field]
+        .as_u64()
+        .unwrap()
+}
+
 /// The member placement puts `id` on, of `nodes`.
 fn owner(id: &str, nodes: &[&str]) -> String {
     sluice_cluster::placement::place(id, nodes.iter().copied())
@@ -343,18 +363,12 @@ async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_
 
     // h2 ran them; h1 never activated a Slow.
     let s1 = status(&c.hosts[0]).await;
-    let slow = |s: &Value| {
-        s["actor_types"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["actor_type"] == "Slow")
-            .unwrap()["active"]
-            .as_u64()
-            .unwrap()
-    };
-    assert_eq!(slow(&s1), 0, "no Slow may run on h1: {s1}");
-    assert_eq!(slow(&status(h2).await), 2);
+    assert_eq!(
+        type_field(&s1, "Slow", "active"),
+        0,
+        "no Slow may run on h1: {s1}"
+    );
+    assert_eq!(type_field(&status(h2).await, "Slow", "active"), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -363,13 +377,7 @@ async fn a_stopped_host_hands_its_actors_off_and_a_killed_one_is_replaced_after_
         return;
     };
     let client = reqwest::Client::new();
-    let key_on = |node: &str| {
-        (0..)
-            .map(|k| format!("Echo/{k}"))
-            .find(|id| owner(id, &NODES) == node)
-            .unwrap()
-    };
-    let (k3, k2) = (key_on("h3"), key_on("h2"));
+    let (k3, k2) = (key_on("Echo", "h3"), key_on("Echo", "h2"));
     let via = c.hosts[0].ingress.clone();
     for k in [&k3, &k2] {
         let (s, b) = post(&client, &via, &format!("{k}/ask/record"), "x", None).await;
@@ -461,14 +469,7 @@ async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats
 
 /// The type's version on `h`.
 async fn version_of(h: &SluiceRun, ty: &str) -> u64 {
-    status(h).await["actor_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["actor_type"] == ty)
-        .unwrap()["version"]
-        .as_u64()
-        .unwrap()
+    type_field(&status(h).await, ty, "version")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -483,12 +484,6 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
         return;
     };
     let client = reqwest::Client::new();
-    let key_on = |node: &str| {
-        (0..)
-            .map(|k| format!("Echo/{k}"))
-            .find(|id| owner(id, &NODES) == node)
-            .unwrap()
-    };
     // The new Echo: another module (the slow actor, which answers with its payload) and 3
     // supervised instances.
     let next = rust_app(
@@ -531,7 +526,7 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
     let (s, b) = post(
         &client,
         &via,
-        &format!("{}/ask/record", key_on("h2")),
+        &format!("{}/ask/record", key_on("Echo", "h2")),
         "7",
         None,
     )
@@ -544,7 +539,7 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
     let (s, b) = post(
         &client,
         &via,
-        &format!("{}/ask/record", key_on("h3")),
+        &format!("{}/ask/record", key_on("Echo", "h3")),
         "7",
         None,
     )

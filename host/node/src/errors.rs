@@ -55,30 +55,3 @@ pub fn from_record(r: &ErrorRecord) -> ActorError {
     });
     e
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_local_error_comes_back_identical() {
-        for e in [
-            ActorError::mailbox_full(17),
-            ActorError::deadline_exceeded(true),
-            ActorError::deadline_exceeded(false),
-            ActorError::overloaded(OverloadScope::Actor, 9, 8),
-            ActorError::overloaded(OverloadScope::Host, 1000, 1000),
-            ActorError::not_found("no such actor type on this host"),
-            ActorError::invalid_argument("payload of 6 bytes exceeds max_payload_bytes=5"),
-            ActorError::unavailable("host is shutting down").with_retry_after(250),
-            ActorError::internal("trap: unreachable"),
-        ] {
-            let back = from_record(&to_record(&e));
-            assert_eq!(back.to_string(), e.to_string());
-            assert_eq!(back.code, e.code);
-            assert_eq!(back.retry_after_ms, e.retry_after_ms);
-            assert_eq!(back.skipped, e.skipped);
-            assert_eq!(back.overload, e.overload);
-        }
-    }
-}

@@ -1,62 +1,11 @@
 //! The transport's error records are a mirror of the runtime's `ActorError`: every error a
-//! local call can give must cross the wire and come out identical. This test holds the two
-//! side by side so a change to either is caught (the wiring phase maps one onto the other).
+//! local call can give must cross the wire (encoded, decoded) and come out identical through
+//! this crate's mapping, and the records the transport raises itself must read exactly as the
+//! runtime renders the same error.
 
 use sluice_cluster::transport::{self as t, ErrorRecord, Limits, Outcome};
+use sluice_node::errors::{from_record, to_record};
 use sluice_runtime::{ActorError, ErrorCode, OverloadScope};
-
-/// What the wiring does on the owner's side: an ActorError into a record.
-fn to_record(e: &ActorError) -> ErrorRecord {
-    ErrorRecord {
-        code: match e.code {
-            ErrorCode::ResourceExhausted => t::ErrorCode::ResourceExhausted,
-            ErrorCode::DeadlineExceeded => t::ErrorCode::DeadlineExceeded,
-            ErrorCode::Overloaded => t::ErrorCode::Overloaded,
-            ErrorCode::NotFound => t::ErrorCode::NotFound,
-            ErrorCode::InvalidArgument => t::ErrorCode::InvalidArgument,
-            ErrorCode::Unavailable => t::ErrorCode::Unavailable,
-            ErrorCode::Internal => t::ErrorCode::Internal,
-            other => panic!("a runtime error code the wire does not carry: {other:?}"),
-        },
-        message: e.to_string(),
-        retry_after_ms: e.retry_after_ms,
-        skipped: e.skipped,
-        overload: e.overload.map(|o| t::Overload {
-            scope: match o.scope {
-                OverloadScope::Actor => t::OverloadScope::Actor,
-                OverloadScope::Host => t::OverloadScope::Host,
-            },
-            depth: o.depth,
-            limit: o.limit,
-        }),
-    }
-}
-
-/// And on the caller's side: the record back into an ActorError.
-fn from_record(r: &ErrorRecord) -> ActorError {
-    let code = match r.code {
-        t::ErrorCode::ResourceExhausted => ErrorCode::ResourceExhausted,
-        t::ErrorCode::DeadlineExceeded => ErrorCode::DeadlineExceeded,
-        t::ErrorCode::Overloaded => ErrorCode::Overloaded,
-        t::ErrorCode::NotFound => ErrorCode::NotFound,
-        t::ErrorCode::InvalidArgument => ErrorCode::InvalidArgument,
-        t::ErrorCode::Unavailable => ErrorCode::Unavailable,
-        t::ErrorCode::Internal => ErrorCode::Internal,
-        other => panic!("{other:?}"),
-    };
-    let mut e = ActorError::verbatim(code, r.message.clone());
-    e.retry_after_ms = r.retry_after_ms;
-    e.skipped = r.skipped;
-    e.overload = r.overload.map(|o| sluice_runtime::Overload {
-        scope: match o.scope {
-            t::OverloadScope::Actor => OverloadScope::Actor,
-            t::OverloadScope::Host => OverloadScope::Host,
-        },
-        depth: o.depth,
-        limit: o.limit,
-    });
-    e
-}
 
 fn local_errors() -> Vec<ActorError> {
     vec![
