@@ -617,6 +617,7 @@ const FAMILIES: &[&str] = &[
     "sluice_outbox_relay_dead_lettered_total",
     "sluice_outbox_relay_delivery_seconds",
     "sluice_outbox_relay_batch_size",
+    "sluice_outbox_partition_relayed",
     "sluice_outbox_limiter_current_limit",
     "sluice_outbox_limiter_in_flight",
     "sluice_outbox_limiter_acquire_rejected_total",

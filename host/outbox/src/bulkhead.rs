@@ -51,6 +51,8 @@ pub(crate) struct PartitionMetrics {
     pub oldest_age: Gauge,
     /// Rows the partition's relay claims per cycle now (adaptive, see `batch.rs`).
     pub batch_size: Gauge,
+    /// 1 while this host's relay worker holds the partition.
+    pub relayed: Gauge,
 }
 
 impl PartitionMetrics {
@@ -72,7 +74,8 @@ impl PartitionMetrics {
             delivery_seconds: metrics::histogram!("sluice_outbox_relay_delivery_seconds", "partition" => part.clone()),
             queue_depth: metrics::gauge!("sluice_outbox_queue_depth", "partition" => part.clone()),
             oldest_age: metrics::gauge!("sluice_outbox_oldest_pending_age_seconds", "partition" => part.clone()),
-            batch_size: metrics::gauge!("sluice_outbox_relay_batch_size", "partition" => part),
+            batch_size: metrics::gauge!("sluice_outbox_relay_batch_size", "partition" => part.clone()),
+            relayed: metrics::gauge!("sluice_outbox_partition_relayed", "partition" => part),
         }
     }
 

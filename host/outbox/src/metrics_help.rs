@@ -47,6 +47,10 @@ pub fn describe() {
         "Messages the relay claims per round in one partition: grows under backlog, shrinks when idle, capped by relay_batch_size."
     );
     describe_gauge!(
+        "sluice_outbox_partition_relayed",
+        "1 while this host relays the partition (its worker holds the partition's lease; on a shared Postgres outbox exactly one host does), else 0."
+    );
+    describe_gauge!(
         "sluice_outbox_limiter_current_limit",
         "Current AIMD concurrency limit of the relay for one actor_type in one partition (deliveries in flight allowed)."
     );

@@ -10,7 +10,7 @@
 //! ack, limit + 1. A retry (a head with `delivery_count > 0`) needs a token of the partition's
 //! retry budget; without one the receiver is deferred by the backoff ceiling, not attempted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,27 +29,98 @@ use crate::outbox::{
     Attempted, Inner, Outbox, Verdict, apply_verdict, attempt_span, envelope_of, record_attempt,
 };
 
-/// Running relay workers. [`RelayHandle::shutdown`] stops them and waits; dropping the handle
-/// also stops them (at their next idle point) but does not wait.
-#[derive(Debug)]
+/// Running relay workers, one per partition this host relays. [`RelayHandle::shutdown`]
+/// stops them and waits; dropping the handle also stops them (at their next idle point) but
+/// does not wait. [`RelayHandle::assign`] changes which partitions are relayed (a cluster
+/// member's share of a shared Postgres outbox).
 pub struct RelayHandle {
+    inner: Arc<Inner>,
+    delivery: Arc<dyn Delivery>,
+    workers: BTreeMap<u32, Running>,
+}
+
+impl std::fmt::Debug for RelayHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayHandle")
+            .field("partitions", &self.partitions())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One partition's worker: its stop signal and its task.
+struct Running {
     stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    task: JoinHandle<()>,
 }
 
 impl RelayHandle {
     /// Signal every worker to stop after its current batch, and wait until they have.
-    pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = t.await;
-        }
+    pub async fn shutdown(mut self) {
+        self.assign([]).await;
     }
 
     /// Abort the workers without settling (tests: simulates a relay that died mid-batch).
     pub fn abort(self) {
-        for t in &self.tasks {
-            t.abort();
+        for w in self.workers.values() {
+            w.task.abort();
+        }
+    }
+
+    /// The partitions relayed now, in order.
+    pub fn partitions(&self) -> Vec<u32> {
+        self.workers.keys().copied().collect()
+    }
+
+    /// Relay exactly `partitions` from now on (numbers past the configured count are
+    /// ignored): a worker starts for each new one; the others stop after their current batch
+    /// and give their partition up (so a host that takes it over need not wait for a lease
+    /// to lapse). The returned future ends when those workers have stopped; the new ones run
+    /// whether or not it is awaited.
+    pub fn assign(
+        &mut self,
+        partitions: impl IntoIterator<Item = u32>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let count = self.inner.config.partitions;
+        let wanted: BTreeSet<u32> = partitions.into_iter().filter(|p| *p < count).collect();
+        let gone: Vec<u32> = self
+            .workers
+            .keys()
+            .filter(|p| !wanted.contains(p))
+            .copied()
+            .collect();
+        let stopping: Vec<JoinHandle<()>> = gone
+            .into_iter()
+            .filter_map(|p| self.workers.remove(&p))
+            .map(|w| {
+                let _ = w.stop.send(true);
+                w.task
+            })
+            .collect();
+        for p in wanted {
+            if !self.workers.contains_key(&p) {
+                let running = self.spawn(p);
+                self.workers.insert(p, running);
+            }
+        }
+        async move {
+            for t in stopping {
+                let _ = t.await;
+            }
+        }
+    }
+
+    fn spawn(&self, partition: u32) -> Running {
+        let (stop, rx) = watch::channel(false);
+        let worker = Worker {
+            inner: self.inner.clone(),
+            partition,
+            delivery: self.delivery.clone(),
+            budget: RetryBudget::new(self.inner.config.retry_budget),
+            rng: SmallRng::from_rng(&mut rand::rng()),
+        };
+        Running {
+            stop,
+            task: tokio::spawn(worker.run(rx)),
         }
     }
 }
@@ -60,28 +131,21 @@ impl Outbox {
         self.start_relay_for(delivery, 0..self.inner.config.partitions)
     }
 
-    /// Start relay workers for some partitions only (several hosts sharing one Postgres).
+    /// Start relay workers for some partitions only (several hosts sharing one Postgres);
+    /// [`RelayHandle::assign`] changes the set later.
     pub fn start_relay_for(
         &self,
         delivery: Arc<dyn Delivery>,
         partitions: impl IntoIterator<Item = u32>,
     ) -> RelayHandle {
-        let (stop, _) = watch::channel(false);
-        let tasks = partitions
-            .into_iter()
-            .filter(|p| *p < self.inner.config.partitions)
-            .map(|p| {
-                let worker = Worker {
-                    inner: self.inner.clone(),
-                    partition: p,
-                    delivery: delivery.clone(),
-                    budget: RetryBudget::new(self.inner.config.retry_budget),
-                    rng: SmallRng::from_rng(&mut rand::rng()),
-                };
-                tokio::spawn(worker.run(stop.subscribe()))
-            })
-            .collect();
-        RelayHandle { stop, tasks }
+        let mut handle = RelayHandle {
+            inner: self.inner.clone(),
+            delivery,
+            workers: BTreeMap::new(),
+        };
+        // Nothing to wait for: no worker runs yet.
+        drop(handle.assign(partitions));
+        handle
     }
 }
 
@@ -122,6 +186,9 @@ impl Worker {
             let now = clock.now_ms();
             let asked = batch_size.get();
             let claimed = self.inner.channel.claim(p, asked, now, lease).await;
+            metrics
+                .relayed
+                .set(f64::from(u8::from(self.inner.channel.holds(p, now))));
             match claimed {
                 Ok(batch) => {
                     let claimed = batch.len() as u32;
@@ -184,6 +251,7 @@ impl Worker {
         if let Err(e) = self.inner.channel.release(p).await {
             tracing::warn!(partition = p, error = %e, "outbox partition release failed");
         }
+        metrics.relayed.set(0.0);
     }
 
     async fn publish_stats(&self, now: i64) {

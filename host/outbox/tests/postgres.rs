@@ -199,6 +199,101 @@ async fn another_host_takes_a_partition_over_after_the_lease_or_at_once_when_rel
     assert_eq!(got, [b"m0".to_vec(), b"m1".to_vec()]);
 }
 
+/// A cluster member's share changes: a partition one running relay is told to give up moves
+/// to the running relay told to take it after the current batch, long before the lease the
+/// first held would lapse, and that receiver's messages stay in order across the two hosts.
+#[tokio::test(start_paused = true)]
+async fn a_reassigned_partition_moves_between_running_relays_without_waiting_for_its_lease() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(2)
+        .lease_ms(30_000)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config).await;
+    let in_partition = |p: u32| {
+        (0..)
+            .map(|i| format!("W/{i}"))
+            .find(|r| host_a.partition_of(r) == p)
+            .unwrap()
+    };
+    let (w0, w1) = (in_partition(0), in_partition(1));
+    let batch = |range: std::ops::Range<u32>| {
+        range
+            .flat_map(|i| {
+                [&w0, &w1].map(|w| {
+                    sluice_outbox::NewMessage::new(
+                        w.as_str(),
+                        "job",
+                        format!("{i:03}").into_bytes(),
+                    )
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let (rx_a, rx_b) = (common::TestReceiver::new(), common::TestReceiver::new());
+    let mut relay_a = host_a.start_relay(Arc::new(rx_a.clone()));
+    host_a.enqueue(batch(0..50)).await.unwrap();
+    rx_a.wait_for("the first 100 via A", Duration::from_secs(30), |r| {
+        r.delivered_count() == 100
+    })
+    .await;
+    // B wants partition 1 while A still holds it: B relays nothing.
+    let relay_b = host_b.start_relay_for(Arc::new(rx_b.clone()), [1]);
+    host_a.enqueue(batch(50..60)).await.unwrap();
+    rx_a.wait_for("the next 20 via A", Duration::from_secs(30), |r| {
+        r.delivered_count() == 120
+    })
+    .await;
+    assert_eq!(rx_b.delivered_count(), 0, "B relayed a partition A holds");
+    let t = tokio::time::Instant::now();
+    relay_a.assign([0]).await;
+    host_a.enqueue(batch(60..100)).await.unwrap();
+    rx_b.wait_for("partition 1 via B", Duration::from_secs(30), |r| {
+        r.delivered_count() == 40
+    })
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "B waited {:?} for a partition A had given up (lease 30 s)",
+        t.elapsed()
+    );
+    rx_a.wait_for("partition 0 via A", Duration::from_secs(30), |r| {
+        r.delivered_count() == 160
+    })
+    .await;
+    assert_eq!(
+        (relay_a.partitions(), relay_b.partitions()),
+        (vec![0], vec![1])
+    );
+    let payloads = |rx: &common::TestReceiver, w: &str| -> Vec<Vec<u8>> {
+        rx.delivered()
+            .into_iter()
+            .filter(|s| s.receiver == w)
+            .map(|s| s.payload)
+            .collect()
+    };
+    let want =
+        |n: u32| -> Vec<Vec<u8>> { (0..n).map(|i| format!("{i:03}").into_bytes()).collect() };
+    assert_eq!(
+        payloads(&rx_a, &w0),
+        want(100),
+        "partition 0 stayed on A, in order"
+    );
+    let mut w1_all = payloads(&rx_a, &w1);
+    w1_all.extend(payloads(&rx_b, &w1));
+    assert_eq!(
+        w1_all,
+        want(100),
+        "partition 1: A's then B's, once each, in order"
+    );
+    relay_a.shutdown().await;
+    relay_b.shutdown().await;
+}
+
 /// A relay's claims live in its host, so another host's OVERWRITE can replace a row the relay
 /// is delivering. The relay's settlement then leaves the row alone (it is not the version it
 /// claimed): the new content stays pending and is delivered, so the last write still wins.

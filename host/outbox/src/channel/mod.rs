@@ -134,6 +134,12 @@ pub trait Channel: Send + Sync + 'static {
     async fn release(&self, _partition: u32) -> Result<()> {
         Ok(())
     }
+
+    /// Whether this channel holds `partition` at `now_ms` as of its last claim (a backend
+    /// without partition leases always does).
+    fn holds(&self, _partition: u32, _now_ms: i64) -> bool {
+        true
+    }
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].

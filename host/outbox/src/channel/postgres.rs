@@ -68,7 +68,14 @@ pub struct PostgresChannel {
 struct Lease {
     until: i64,
     mine: bool,
+    /// When another host's lease was last read: it may give the partition up before its
+    /// lease ends (a cluster member handing it over), so it is asked again after
+    /// [`RECHECK_MS`].
+    seen: i64,
 }
+
+/// How often a host asks again for a partition another host leases.
+const RECHECK_MS: i64 = 200;
 
 /// Claims held in memory (see the module docs).
 #[derive(Debug, Default)]
@@ -154,7 +161,7 @@ impl PostgresChannel {
             if l.mine && l.until - now_ms > lease_ms * 3 / 4 {
                 return Ok(true);
             }
-            if !l.mine && now_ms < l.until {
+            if !l.mine && now_ms < l.until.min(l.seen + RECHECK_MS) {
                 return Ok(false);
             }
         }
@@ -173,7 +180,11 @@ impl PostgresChannel {
         .fetch_optional(&self.relay)
         .await?;
         let lease = match taken {
-            Some(until) => Lease { until, mine: true },
+            Some(until) => Lease {
+                until,
+                mine: true,
+                seen: now_ms,
+            },
             None => {
                 // Held by another host: do not ask again before its lease ends.
                 let held: Option<i64> = sqlx::query_scalar(
@@ -185,6 +196,7 @@ impl PostgresChannel {
                 Lease {
                     until: held.unwrap_or(now_ms),
                     mine: false,
+                    seen: now_ms,
                 }
             }
         };
@@ -638,6 +650,13 @@ impl Channel for PostgresChannel {
             m.claimed_until = m.claimed_until.max(self.claims.lock().lease_of(id));
         }
         Ok(found)
+    }
+
+    fn holds(&self, partition: u32, now_ms: i64) -> bool {
+        self.owned
+            .lock()
+            .get(&partition)
+            .is_some_and(|l| l.mine && l.until > now_ms)
     }
 
     async fn release(&self, partition: u32) -> Result<()> {
