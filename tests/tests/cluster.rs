@@ -426,6 +426,169 @@ async fn a_stopped_host_hands_its_actors_off_and_a_killed_one_is_replaced_after_
     assert!(failover < Duration::from_secs(10), "{failover:?}");
 }
 
+/// `partition="p"` samples of `sluice_outbox_partition_relayed` that are 1 on `h`: the
+/// partitions whose lease `h`'s relay holds.
+async fn relayed_partitions(h: &SluiceRun) -> Vec<u32> {
+    let text = reqwest::get(format!("{}/metrics", h.ingress))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut parts: Vec<u32> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("sluice_outbox_partition_relayed{partition=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .filter(|(_, v)| v.trim() == "1")
+        .map(|(p, _)| p.parse().unwrap())
+        .collect();
+    parts.sort_unstable();
+    parts
+}
+
+/// Waits until each of `hosts` (named `nodes`) relays exactly its rendezvous share of the
+/// outbox's `partitions`, both as its status says and as the leases it holds.
+async fn wait_relay_shares(hosts: &[&SluiceRun], nodes: &[&str], partitions: u32) {
+    let start = Instant::now();
+    loop {
+        let mut seen = Vec::new();
+        let mut ok = true;
+        for (h, n) in hosts.iter().zip(nodes) {
+            let want = sluice_node::relay_share(n, nodes.iter().copied(), partitions);
+            let s = status(h).await;
+            let listed: Vec<u32> = serde_json::from_value(s["cluster"]["relayed"].clone()).unwrap();
+            let held = relayed_partitions(h).await;
+            ok &= listed == want && held == want;
+            seen.push((n.to_string(), want, listed, held));
+        }
+        if ok {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "relay shares (node, want, status, leases held) never settled: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The outbox of a cluster is shared, and each partition is relayed by one member: the
+/// rendezvous share of its node id. A fourth host joining while 6 senders dispatch to 12
+/// receivers through random hosts' ingress takes its share over from the others (within
+/// seconds, not the 30 s partition lease), and every receiver gets every message once, each
+/// sender's in the order sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo_holds() {
+    const PARTITIONS: u32 = 8;
+    const SENDERS: usize = 6;
+    const RECEIVERS: usize = 12;
+    const SENDS: usize = 60;
+    let config = |_: &str| format!("{}\n[outbox]\npartitions = {PARTITIONS}\n", app_config());
+    let Some(mut c) = three_hosts_with("sluice_cluster_partitions", config).await else {
+        return;
+    };
+    let hosts: Vec<&SluiceRun> = c.hosts.iter().collect();
+    wait_relay_shares(&hosts, &NODES, PARTITIONS).await;
+
+    let client = reqwest::Client::new();
+    let ingress = std::sync::Arc::new(std::sync::Mutex::new(
+        c.hosts
+            .iter()
+            .map(|h| h.ingress.clone())
+            .collect::<Vec<_>>(),
+    ));
+    let targets: Vec<String> = (0..RECEIVERS).map(|r| format!("Echo/rcv-{r}")).collect();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for s in 0..SENDERS {
+        let (client, ingress, targets, sent) = (
+            client.clone(),
+            ingress.clone(),
+            targets.clone(),
+            sent.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for i in 0..SENDS {
+                let via = {
+                    let hosts = ingress.lock().unwrap();
+                    hosts[(s + i) % hosts.len()].clone()
+                };
+                let body = serde_json::json!({
+                    "targets": targets, "msg_type": "record", "payload": format!("s{s}-{i:03}"),
+                })
+                .to_string();
+                let (status, reply) = post(
+                    &client,
+                    &via,
+                    &format!("Echo/snd-{s}/ask/dispatch"),
+                    &body,
+                    None,
+                )
+                .await;
+                assert_eq!(status, 200, "dispatch via {via}: {reply}");
+                assert_eq!(reply["ok"], true, "dispatch via {via}: {reply}");
+                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+    }
+    // A quarter in, h4 joins; the senders use its ingress too from then on.
+    let start = Instant::now();
+    while sent.load(std::sync::atomic::Ordering::Relaxed) < SENDERS * SENDS / 4 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "dispatches stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (h4, app4) = start_host(&c.nats, &c.db, "h4").await;
+    let four = ["h1", "h2", "h3", "h4"];
+    for h in c.hosts.iter().chain([&h4]) {
+        wait_members(h, &four).await;
+    }
+    let all: Vec<&SluiceRun> = c.hosts.iter().chain([&h4]).collect();
+    wait_relay_shares(&all, &four, PARTITIONS).await;
+    assert!(
+        sent.load(std::sync::atomic::Ordering::Relaxed) < SENDERS * SENDS,
+        "the senders finished before the shares moved: the test did not rebalance under load"
+    );
+    ingress.lock().unwrap().push(h4.ingress.clone());
+    for t in tasks {
+        t.await.unwrap();
+    }
+
+    // Every receiver: each sender's messages once each, in the order sent.
+    for r in &targets {
+        let start = Instant::now();
+        loop {
+            let (status, reply) =
+                post(&client, &h4.ingress, &format!("{r}/ask/recorded"), "", None).await;
+            assert_eq!(status, 200, "{r}: {reply}");
+            let items: Vec<String> = serde_json::from_value(reply["items"].clone()).unwrap();
+            if items.len() >= SENDERS * SENDS {
+                for s in 0..SENDERS {
+                    let got: Vec<&String> = items
+                        .iter()
+                        .filter(|m| m.starts_with(&format!("s{s}-")))
+                        .collect();
+                    let want: Vec<String> = (0..SENDS).map(|i| format!("s{s}-{i:03}")).collect();
+                    assert_eq!(got, want.iter().collect::<Vec<_>>(), "{r} from snd-{s}");
+                }
+                assert_eq!(items.len(), SENDERS * SENDS, "{r}: a message came twice");
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{r} has {} of {} messages",
+                items.len(),
+                SENDERS * SENDS
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    c.hosts.push(h4);
+    c._apps.push(app4);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats() {
     let app = rust_app(&["echo", "slow"], &app_config());

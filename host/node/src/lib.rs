@@ -25,11 +25,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_cluster::directory::Directory;
+use sluice_cluster::membership::MemberView;
 use sluice_cluster::membership::{Membership, MembershipTimings, TypeVersion};
 use sluice_cluster::modules::{ModuleError, ModuleStore, content_hash};
 use sluice_cluster::transport::{Client, ClientConfig, Limits, Server, ServerConfig};
 use sluice_cluster::{ClusterConfig, Connection};
 use sluice_runtime::{ChildSpec, Host};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::claims::{Claims, Hooks};
@@ -92,6 +94,8 @@ pub struct ClusterStatus {
     pub claims: usize,
     /// Whether this host's lease is valid (it may run clustered actors).
     pub lease_valid: bool,
+    /// The outbox partitions this host's relay runs (its share of the shared outbox).
+    pub relayed: Vec<u32>,
 }
 
 impl Node {
@@ -125,6 +129,8 @@ impl Node {
             membership.watch_view(),
         ));
         host.set_activations(Arc::new(Hooks(claims)))?;
+        // The relay starts with no partition; `start_following` gives it this member's share.
+        host.relay_partitions([]).await;
         host.set_route(Arc::new(ClusterRoute(shared.clone())))?;
         let server = Server::start(
             &conn,
@@ -176,9 +182,16 @@ impl Node {
             self.shared.host.clone(),
             self.heartbeat,
         );
-        self.tasks
-            .lock()
-            .extend([tokio::spawn(follow), tokio::spawn(refresh)]);
+        let share = share_relay(
+            self.shared.host.clone(),
+            self.node.clone(),
+            self.shared.view.clone(),
+        );
+        self.tasks.lock().extend([
+            tokio::spawn(follow),
+            tokio::spawn(refresh),
+            tokio::spawn(share),
+        ]);
         Ok(())
     }
 
@@ -254,6 +267,7 @@ impl Node {
                 .collect(),
             claims: self.shared.claims.len(),
             lease_valid: self.shared.claims.lease_valid(),
+            relayed: self.shared.host.relayed_partitions(),
         }
     }
 
@@ -284,6 +298,54 @@ impl Node {
     }
 }
 
+/// The outbox partitions `node` relays among `members` (itself included whether or not it
+/// is listed): rendezvous hashing of each partition over the members, so a member joining or
+/// leaving moves only the partitions it gains or had.
+pub fn relay_share<'a>(
+    node: &'a str,
+    members: impl Iterator<Item = &'a str>,
+    partitions: u32,
+) -> Vec<u32> {
+    let mut nodes: Vec<&str> = members.collect();
+    if !nodes.contains(&node) {
+        nodes.push(node);
+    }
+    (0..partitions)
+        .filter(|p| {
+            sluice_cluster::placement::place(&partition_key(*p), nodes.iter().copied())
+                == Some(node)
+        })
+        .collect()
+}
+
+/// The name a partition is placed by.
+fn partition_key(partition: u32) -> String {
+    format!("outbox-partition/{partition}")
+}
+
+/// Keeps this host's relay on its share of the outbox's partitions as members come and go.
+/// A partition that moves away is given up after its current batch; one that moves here is
+/// taken as soon as its previous holder has given it up (or its lease has lapsed, for a
+/// member that died), so one host at a time relays each partition and per-receiver FIFO holds.
+async fn share_relay(host: Host, node: String, mut view: watch::Receiver<Arc<MemberView>>) {
+    let Some(count) = host.outbox().map(|o| o.config().partitions) else {
+        return;
+    };
+    loop {
+        let mine = {
+            let v = view.borrow_and_update();
+            relay_share(&node, v.members().map(|m| m.record.node.as_str()), count)
+        };
+        if mine != host.relayed_partitions() {
+            tracing::info!(node = %node, partitions = ?mine, "cluster: relaying outbox partitions");
+        }
+        host.relay_partitions(mine).await;
+        if view.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Keeps the member record's live counts current: each heartbeat carries the live
 /// activations per type as of the one before.
 async fn refresh_live(
@@ -309,5 +371,55 @@ async fn refresh_live(
             Some(m) => m.refresh_types(types),
             None => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relay_share;
+
+    fn shares(nodes: &[&str], partitions: u32) -> Vec<Vec<u32>> {
+        nodes
+            .iter()
+            .map(|n| relay_share(n, nodes.iter().copied(), partitions))
+            .collect()
+    }
+
+    #[test]
+    fn every_partition_has_exactly_one_member_and_a_joiner_takes_only_from_the_others() {
+        let three = shares(&["h1", "h2", "h3"], 64);
+        let mut all: Vec<u32> = three.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..64).collect::<Vec<_>>());
+        assert!(three.iter().all(|s| !s.is_empty()), "{three:?}");
+        let four = shares(&["h1", "h2", "h3", "h4"], 64);
+        let mut all: Vec<u32> = four.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..64).collect::<Vec<_>>());
+        assert!(!four[3].is_empty());
+        for i in 0..3 {
+            // A partition a member keeps was its before; it only loses some to h4.
+            assert!(
+                four[i].iter().all(|p| three[i].contains(p)),
+                "h{} gained one",
+                i + 1
+            );
+            assert!(
+                three[i]
+                    .iter()
+                    .all(|p| four[i].contains(p) || four[3].contains(p))
+            );
+        }
+    }
+
+    #[test]
+    fn a_member_missing_from_its_own_view_still_counts_itself() {
+        let alone = relay_share("h1", std::iter::empty(), 8);
+        assert_eq!(alone, (0..8).collect::<Vec<_>>());
+        let with = relay_share("h4", ["h1", "h2", "h3"].into_iter(), 64);
+        assert_eq!(
+            with,
+            relay_share("h4", ["h1", "h2", "h3", "h4"].into_iter(), 64)
+        );
     }
 }

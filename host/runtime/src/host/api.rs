@@ -78,9 +78,41 @@ impl Host {
             .clone();
         if fresh {
             let delivery = Arc::new(self.inner.delivery());
-            *self.inner.relay.lock() = Some(ob.start_relay(delivery));
+            let mut relay = self.inner.relay.lock();
+            let handle = match &relay.scope {
+                Some(parts) => ob.start_relay_for(delivery, parts.iter().copied()),
+                None => ob.start_relay(delivery),
+            };
+            relay.handle = Some(handle);
         }
         ob
+    }
+
+    /// Relays only `partitions` of the outbox from now on (a cluster member's share of a
+    /// shared Postgres outbox); called before [`Host::attach_outbox`], the relay starts with
+    /// them. Without a call a host relays every partition. Ends when the workers of the
+    /// partitions left out have finished their current batch and given the partitions up.
+    pub async fn relay_partitions(&self, partitions: impl IntoIterator<Item = u32>) {
+        let partitions: Vec<u32> = partitions.into_iter().collect();
+        let stopping = {
+            let mut relay = self.inner.relay.lock();
+            relay.scope = Some(partitions.clone());
+            relay.handle.as_mut().map(|h| h.assign(partitions))
+        };
+        if let Some(stopping) = stopping {
+            stopping.await;
+        }
+    }
+
+    /// The partitions this host's relay runs now (empty before an outbox is attached).
+    pub fn relayed_partitions(&self) -> Vec<u32> {
+        self.inner
+            .relay
+            .lock()
+            .handle
+            .as_ref()
+            .map(|h| h.partitions())
+            .unwrap_or_default()
     }
 
     /// The attached outbox (DLQ list/replay/purge, stats).
@@ -121,7 +153,7 @@ impl Host {
     /// Stops the host and waits for the outbox relay to finish its current batch.
     pub async fn stop(&self) {
         self.shutdown();
-        let relay = self.inner.relay.lock().take();
+        let relay = self.inner.relay.lock().handle.take();
         if let Some(r) = relay {
             r.shutdown().await;
         }

@@ -16,6 +16,14 @@ use crate::guest::{GuestHost, StoreState};
 use crate::local::Local;
 use crate::routing::Routes;
 
+/// The outbox relay: its workers once the outbox is attached, and the partitions it is to
+/// relay when a caller narrowed them (`None`: all).
+#[derive(Default)]
+pub(super) struct Relay {
+    pub handle: Option<sluice_outbox::RelayHandle>,
+    pub scope: Option<Vec<u32>>,
+}
+
 /// Everything a running host holds; [`Host`] is a cheap handle on it.
 pub(crate) struct HostInner {
     pub env: Arc<Env>,
@@ -24,7 +32,7 @@ pub(crate) struct HostInner {
     pub(super) cache: ComponentCache,
     /// The durable outbox, once attached (`sluice run` always attaches one).
     pub(super) outbox: OnceLock<Arc<sluice_outbox::Outbox>>,
-    pub(super) relay: parking_lot::Mutex<Option<sluice_outbox::RelayHandle>>,
+    pub(super) relay: parking_lot::Mutex<Relay>,
     /// The event bus, its rate limiter and its subscriptions.
     pub bus: HostBus,
     /// Per actor type, the fingerprint of its last deploy (spec and module bytes) and the
@@ -64,7 +72,7 @@ impl HostInner {
             linker,
             cache,
             outbox: OnceLock::new(),
-            relay: parking_lot::Mutex::new(None),
+            relay: parking_lot::Mutex::new(Relay::default()),
             bus,
             deployed: Default::default(),
             _ticker: ticker,
