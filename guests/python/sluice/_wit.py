@@ -13,8 +13,9 @@ import functions raise ``NotImplementedError`` until a fake host replaces them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 try:
     import componentize_py_types  # noqa: F401  probe only: the bindings of a component
