@@ -1,7 +1,8 @@
 //! `sluice new LANG NAME` through the real binary: for each language, a project scaffolded into
-//! a folder outside the repository builds with `sluice build`, runs with `sluice run`, and its
-//! actor answers its first call as the template says; an unknown language and a non-empty
-//! folder are refused with exit 1.
+//! a folder outside the repository passes its own unit tests in the language's own runner (the
+//! command its README names, against the SDK's fake host), builds with `sluice build`, runs with
+//! `sluice run`, and its actor answers its first call as the template says; an unknown language
+//! and a non-empty folder are refused with exit 1.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -27,9 +28,62 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Scaffolds `lang` into a new folder of an empty temp dir (outside the repository), builds
-/// and runs it, and calls its actor.
-async fn scaffold_builds_runs_and_answers(lang: &str, test_cmd: &str) {
+/// The scaffold's unit-test command as its README names it, how to run it here, and what its
+/// output shows when every template test ran and passed (a count, so a runner that found no
+/// test does not pass).
+struct UnitTests {
+    readme: &'static str,
+    program: &'static str,
+    args: &'static [&'static str],
+    passed: &'static [&'static str],
+}
+
+/// Runs the scaffold's unit tests in `dir` with the language's own runner. A runner that is not
+/// installed fails the test when toolchains are required (CI) and skips it otherwise; a failing
+/// unit test always fails it.
+fn run_unit_tests(lang: &str, dir: &Path, t: &UnitTests) -> bool {
+    let program = if t.program == "cargo" {
+        env!("CARGO")
+    } else {
+        t.program
+    };
+    let out = match Command::new(program)
+        .args(t.args)
+        .current_dir(dir)
+        // A user's project builds into its own target dir, whatever this test runs under.
+        .env_remove("CARGO_TARGET_DIR")
+        .env("GOTOOLCHAIN", "go1.27.3")
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !toolchains_required() => {
+            eprintln!("SKIPPED: {lang} unit tests: {program} is not installed");
+            return false;
+        }
+        Err(e) => panic!(
+            "running {program} for the {lang} scaffold: {e} (bash scripts/guest-toolchains.sh)"
+        ),
+    };
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "`{}` failed in the {lang} scaffold:\n{stdout}\n{stderr}",
+        t.readme
+    );
+    for want in t.passed {
+        assert!(
+            stdout.contains(want),
+            "`{}` in the {lang} scaffold: no {want:?} in\n{stdout}\n{stderr}",
+            t.readme
+        );
+    }
+    true
+}
+
+/// Scaffolds `lang` into a new folder of an empty temp dir (outside the repository), runs its
+/// unit tests, builds and runs it, and calls its actor.
+async fn scaffold_builds_runs_and_answers(lang: &str, tests: UnitTests) {
+    let test_cmd = tests.readme;
     let bin = sluice_binary("sluice-cli-new");
     let tmp = tempfile::tempdir().unwrap();
     let out = sluice(&bin, tmp.path(), &["new", lang, "hello"]);
@@ -58,6 +112,10 @@ async fn scaffold_builds_runs_and_answers(lang: &str, test_cmd: &str) {
         config.contains("module = \".sluice/actor.wasm\""),
         "{config}"
     );
+
+    if !run_unit_tests(lang, &dir, &tests) {
+        return;
+    }
 
     let out = sluice(&bin, tmp.path(), &["build", "hello"]);
     let stderr = text(&out.stderr);
@@ -103,59 +161,67 @@ async fn scaffold_builds_runs_and_answers(lang: &str, test_cmd: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_new_go_builds_runs_and_answers() {
-    scaffold_builds_runs_and_answers("go", "go test ./...").await;
+async fn sluice_new_go_passes_its_unit_tests_builds_runs_and_answers() {
+    let tests = UnitTests {
+        readme: "go test ./...",
+        program: "go",
+        args: &["test", "-v", "./..."],
+        passed: &[
+            "--- PASS: TestPingCountsAndUnknownTypesAreInvalidArgument",
+            "--- PASS: TestForwardAsksTheWorkerAndReportsAFullMailbox",
+        ],
+    };
+    scaffold_builds_runs_and_answers("go", tests).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_new_python_builds_runs_and_answers() {
-    scaffold_builds_runs_and_answers("python", "pytest").await;
+async fn sluice_new_python_passes_its_unit_tests_builds_runs_and_answers() {
+    let tests = UnitTests {
+        readme: "python3 -m pytest",
+        program: "python3",
+        args: &["-m", "pytest"],
+        passed: &["3 passed"],
+    };
+    scaffold_builds_runs_and_answers("python", tests).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_new_typescript_builds_runs_and_answers() {
-    scaffold_builds_runs_and_answers("typescript", "node --test").await;
+async fn sluice_new_typescript_passes_its_unit_tests_builds_runs_and_answers() {
+    let tests = UnitTests {
+        readme: "npm test",
+        program: "npm",
+        args: &["test"],
+        passed: &["# pass 3", "# fail 0"],
+    };
+    scaffold_builds_runs_and_answers("typescript", tests).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_new_rust_builds_runs_and_answers() {
-    scaffold_builds_runs_and_answers("rust", "cargo test").await;
+async fn sluice_new_rust_passes_its_unit_tests_builds_runs_and_answers() {
+    let tests = UnitTests {
+        readme: "cargo test",
+        program: "cargo",
+        args: &["test"],
+        passed: &["test result: ok. 3 passed"],
+    };
+    scaffold_builds_runs_and_answers("rust", tests).await;
 }
 
-/// `sluice new LANG .` into an existing empty folder, then the language's own test runner.
-fn unit_test_passes_outside_the_repository(lang: &str, runner: &str, args: &[&str]) -> String {
+/// `sluice new LANG .` into an existing empty folder: the scaffold lands there and its unit
+/// tests pass in the language's own runner.
+#[test]
+fn sluice_new_into_the_current_empty_folder_passes_its_unit_tests() {
     let bin = sluice_binary("sluice-cli-new");
     let tmp = tempfile::tempdir().unwrap();
-    let out = sluice(&bin, tmp.path(), &["new", lang, "."]);
+    let out = sluice(&bin, tmp.path(), &["new", "go", "."]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let test = Command::new(runner)
-        .args(args)
-        .current_dir(tmp.path())
-        .env_remove("CARGO_TARGET_DIR")
-        .output()
-        .unwrap_or_else(|e| panic!("running {runner}: {e}"));
-    assert!(
-        test.status.success(),
-        "{}\n{}",
-        text(&test.stdout),
-        text(&test.stderr)
-    );
-    text(&test.stdout)
-}
-
-#[test]
-fn the_rust_scaffold_unit_test_passes_outside_the_repository() {
-    let out = unit_test_passes_outside_the_repository("rust", env!("CARGO"), &["test", "--quiet"]);
-    assert!(out.contains("1 passed"), "{out}");
-}
-
-#[test]
-fn the_go_scaffold_unit_test_passes_outside_the_repository() {
-    let out = unit_test_passes_outside_the_repository("go", "go", &["test", "-v", "./..."]);
-    assert!(
-        out.contains("--- PASS: TestPingCountsAndUnknownTypesAreInvalidArgument"),
-        "{out}"
-    );
+    let tests = UnitTests {
+        readme: "go test ./...",
+        program: "go",
+        args: &["test", "-v", "./..."],
+        passed: &["--- PASS: TestPingCountsAndUnknownTypesAreInvalidArgument"],
+    };
+    run_unit_tests("go", tmp.path(), &tests);
 }
 
 #[test]

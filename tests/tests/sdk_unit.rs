@@ -111,9 +111,10 @@ async fn rust_template_tests_builds_and_answers_on_the_real_host() {
 }
 
 /// `pip install ./guests/python` into a fresh venv installs the package (`sluice` with its
-/// `py.typed`, and the `sluice_main` entry module) and imports from the venv. The SDK imports
-/// the componentize-py bindings, so the import runs with the committed copy on the path.
-/// A copy of the folder is installed, so the build leaves nothing in the worktree.
+/// `py.typed`, its committed bindings and its fake host `sluice.testing`, and the
+/// `sluice_main` entry module), and a unit test runs from the venv alone: nothing of the
+/// checkout is on the path. A copy of the folder is installed, so the build leaves nothing in
+/// the worktree.
 #[test]
 fn python_sdk_installs_with_pip_into_a_venv() {
     let tmp = tempfile::tempdir().unwrap();
@@ -143,11 +144,14 @@ fn python_sdk_installs_with_pip_into_a_venv() {
         .args([
             "-c",
             "import importlib.resources as r, importlib.util as u, sluice; \
+             from sluice.testing import FakeHost; \
              print(sluice.__file__); print(r.files('sluice').joinpath('py.typed').is_file()); \
-             print(u.find_spec('sluice_main') is not None); print(sluice.Internal('x').code)",
+             print(u.find_spec('sluice_main') is not None); print(sluice.Internal('x').code); \
+             fake = FakeHost(); fake.install(); print(sluice.host.tell('W/1', 't', 'x')); \
+             print(fake.calls[0].op, fake.calls[0].payload)",
         ])
         .current_dir(tmp.path())
-        .env("PYTHONPATH", root().join("guests/python/tests/bindings"))
+        .env_remove("PYTHONPATH")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -161,7 +165,11 @@ fn python_sdk_installs_with_pip_into_a_venv() {
         lines[0].starts_with(venv.to_str().unwrap()),
         "imported from the venv: {stdout}"
     );
-    assert_eq!(lines[1..], ["True", "True", "internal"], "{stdout}");
+    assert_eq!(
+        lines[1..],
+        ["True", "True", "internal", "queued", "tell b'x'"],
+        "{stdout}"
+    );
 }
 
 fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) {

@@ -32,3 +32,25 @@ func TestPingCountsAndUnknownTypesAreInvalidArgument(t *testing.T) {
 		t.Fatalf("unknown msg-type: %v", err)
 	}
 }
+
+// The fake records every host call (fake.Calls) and fails the next one with fake.FailWith.
+func TestForwardAsksTheWorkerAndReportsAFullMailbox(t *testing.T) {
+	fake := sluicetest.New()
+	fake.AskReply = []byte(`{"done":true}`)
+	sluice.SetBackend(fake)
+	a := &myActor{}
+	out, err := a.Handle(&sluice.Envelope{MsgType: "forward", Payload: []byte(`{"job":1}`)})
+	if err != nil || string(out) != `{"done":true}` {
+		t.Fatalf("forward: %q, %v", out, err)
+	}
+	if len(fake.Calls) != 1 || fake.Calls[0].Op != "ask" || fake.Calls[0].To != "Worker/1" ||
+		fake.Calls[0].MsgType != "process" || string(fake.Calls[0].Payload) != `{"job":1}` || fake.Calls[0].Timeout != 2000 {
+		t.Fatalf("host calls: %+v", fake.Calls)
+	}
+	retry := uint64(7)
+	fake.FailWith = &sluice.Error{Code: sluice.CodeResourceExhausted, Message: "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", RetryAfterMs: &retry}
+	out, err = a.Handle(&sluice.Envelope{MsgType: "forward", Payload: []byte(`{}`)})
+	if err != nil || string(out) != `{"busy":true,"retry_after_ms":7}` {
+		t.Fatalf("forward to a full mailbox: %q, %v", out, err)
+	}
+}

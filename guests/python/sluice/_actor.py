@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, Protocol
 
 from ._host import to_bytes
 from ._wit import Err, to_wit
 from .errors import Internal, SluiceError
 
-__all__ = ["Actor", "Envelope", "register", "actor", "registered", "uncoded", "abort", "Abort", "Export"]
+__all__ = ["Actor", "Envelope", "register", "actor", "registered", "uncoded", "abort", "Abort", "Export", "turn", "Handler"]
 
 
 @dataclass
@@ -31,6 +31,12 @@ class Envelope:
     def json(self) -> Any:
         """The payload parsed as JSON (`None` when empty)."""
         return json.loads(self.payload) if self.payload else None
+
+
+class Handler(Protocol):
+    """Anything with the ``handle`` of an `Actor` (the class need not derive from it)."""
+
+    def handle(self, env: Envelope) -> Any: ...
 
 
 class Actor:
@@ -102,10 +108,20 @@ class Export:
     def handle(self, env: Any) -> bytes:
         e = Envelope(env.sender, env.msg_type, bytes(env.payload), env.principal, env.deadline_ms)
         try:
-            return to_bytes(registered().handle(e))
+            return turn(registered(), e)
         except SluiceError as err:
             raise Err(to_wit(err)) from None
-        except MemoryError:
-            raise  # a trap: the host reports its memory limit (RESOURCE_EXHAUSTED)
-        except Exception as err:  # noqa: BLE001 - the contract: uncoded means INTERNAL
-            raise Err(to_wit(uncoded(err))) from None
+
+
+def turn(target: Handler, env: Envelope) -> bytes:
+    """One turn as the caller sees it: the reply bytes, or a `SluiceError` (a plain exception
+    becomes `uncoded` INTERNAL, chained to the original). ``MemoryError`` and other
+    non-``Exception`` errors propagate: they trap. The export and `sluice.testing` share it."""
+    try:
+        return to_bytes(target.handle(env))
+    except SluiceError:
+        raise
+    except MemoryError:
+        raise  # a trap: the host reports its memory limit (RESOURCE_EXHAUSTED)
+    except Exception as err:  # noqa: BLE001 - the contract: uncoded means INTERNAL
+        raise uncoded(err) from err

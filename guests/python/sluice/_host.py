@@ -50,7 +50,7 @@ def to_bytes(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def _enum(table: dict, value: Any, what: str) -> Any:
+def _enum(table: dict[str, Any], value: Any, what: str) -> Any:
     if not isinstance(value, str):
         return value  # already a generated enum value
     try:

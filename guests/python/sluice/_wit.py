@@ -2,11 +2,25 @@
 
 The imports are eager, at module top level: componentize-py resolves them when it
 pre-initialises the component, and a lazy import inside a call would fail there.
+
+Inside a component the bindings are the ones componentize-py generated for the build. On plain
+CPython (an editor, a type checker, unit tests with `sluice.testing`) there are none, so the
+package falls back to its committed copy of the same generated code, `sluice/_bindings`. That
+folder is appended to ``sys.path``, never prepended, so generated bindings always win; its
+import functions raise ``NotImplementedError`` until a fake host replaces them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+try:
+    import componentize_py_types  # noqa: F401  probe only: the bindings of a component
+except ModuleNotFoundError:  # plain CPython: the committed copy (see the module docstring)
+    sys.path.append(str(Path(__file__).resolve().parent / "_bindings"))
 
 from componentize_py_types import Err
 from wit_world.imports import bus as wit_bus
@@ -17,6 +31,9 @@ from wit_world.imports import types as wit_types
 from .errors import CODES, Internal, SluiceError
 
 __all__ = ["Err", "wit_bus", "wit_host", "wit_outbox", "wit_types", "from_wit", "to_wit", "call"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _CODE_TO_NAME = {
     wit_types.ErrorCode.RESOURCE_EXHAUSTED: "resource-exhausted",
@@ -64,9 +81,9 @@ def to_wit(err: SluiceError) -> Any:
     )
 
 
-def call(fn, *args):
+def call(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Call a fallible import, turning `Err(actor-error)` into the typed SDK error."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except Err as e:
         raise from_wit(e.value) from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = [
     "SluiceError",
@@ -60,7 +60,7 @@ class SluiceError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """The error as the TESTKIT error report's ``error`` object."""
         return {
             "type": type(self).__name__,

@@ -10,7 +10,7 @@ class MyActor(sluice.Actor):
         # `config` is the actor's `init` table from app-config.toml, as JSON.
         self.count = 0
 
-    def handle(self, env: sluice.Envelope):
+    def handle(self, env: sluice.Envelope) -> object:
         self.count += 1
         if env.msg_type == "ping":
             return {"pong": self.count, "at": host.now_ms(), "me": host.self_id()}

@@ -1,78 +1,17 @@
-"""Puts the committed componentize-py bindings (tests/bindings) on sys.path so the SDK imports
-its real generated types; the import functions themselves are replaced by a fake host."""
+"""The SDK's tests run on plain CPython against the fake host the package ships
+(`sluice.testing`), with the committed bindings (`sluice/_bindings`) as the real generated
+types."""
 
-import sys
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "bindings"))
-sys.path.insert(0, str(HERE.parent))
-
-from wit_world.imports import bus, host, outbox, types  # noqa: E402
-from componentize_py_types import Err  # noqa: E402
-
-
-class FakeHost:
-    """Records calls; `fail_with` makes the next fallible call return that actor-error."""
-
-    def __init__(self):
-        self.calls = []
-        self.fail_with = None
-        self.ask_reply = b"pong"
-        self.receipt = types.TellReceipt.QUEUED
-        self.dispatch_result = types.DispatchResult(accepted=2, rejected=1)
-
-    def _maybe_fail(self):
-        if self.fail_with is not None:
-            err, self.fail_with = self.fail_with, None
-            raise Err(err)
-
-    def tell(self, to, msg_type, payload):
-        self.calls.append(("tell", to, msg_type, payload))
-        self._maybe_fail()
-        return self.receipt
-
-    def ask(self, to, msg_type, payload, timeout_ms):
-        self.calls.append(("ask", to, msg_type, payload, timeout_ms))
-        self._maybe_fail()
-        return self.ask_reply
-
-    def schedule(self, delay_ms, msg_type, payload):
-        self.calls.append(("schedule", delay_ms, msg_type, payload))
-        self._maybe_fail()
-
-    def self_id(self):
-        return "Echo/1"
-
-    def now_ms(self):
-        return 1234
-
-    def log(self, level, msg):
-        self.calls.append(("log", level, msg))
-
-    def dispatch(self, req):
-        self.calls.append(("dispatch", req))
-        self._maybe_fail()
-        return self.dispatch_result
-
-    def tell_reliable(self, to, msg_type, payload):
-        self.calls.append(("tell_reliable", to, msg_type, payload))
-        self._maybe_fail()
-        return types.DeliveryPath.OUTBOX
-
-    def publish(self, topic, payload):
-        self.calls.append(("publish", topic, payload))
-        self._maybe_fail()
+from sluice.testing import FakeHost
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    f = FakeHost()
-    for name in ("tell", "ask", "schedule", "self_id", "now_ms", "log"):
-        monkeypatch.setattr(host, name, getattr(f, name))
-    monkeypatch.setattr(outbox, "dispatch", f.dispatch)
-    monkeypatch.setattr(outbox, "tell_reliable", f.tell_reliable)
-    monkeypatch.setattr(bus, "publish", f.publish)
-    return f
+def fake() -> Iterator[FakeHost]:
+    # The SDK tests' own defaults; a user's tests get FakeHost()'s.
+    with FakeHost(self_id="Echo/1", now_ms=1234, ask_reply=b"pong", delivery_path="outbox",
+                  dispatch_result=(2, 1)) as f:
+        yield f

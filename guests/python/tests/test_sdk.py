@@ -12,6 +12,7 @@ from wit_world.imports import types
 import sluice
 from sluice import host
 from sluice._actor import Export, register
+from sluice.testing import Call, FakeHost
 
 E = types.ErrorCode
 
@@ -23,7 +24,7 @@ def actor_error(code, message, retry=None, skipped=False, overload=None):
 
 def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
     msg = "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)"
-    fake.fail_with = actor_error(E.RESOURCE_EXHAUSTED, msg, retry=12)
+    fake.fail_next(actor_error(E.RESOURCE_EXHAUSTED, msg, retry=12))
     with pytest.raises(sluice.ResourceExhausted) as info:
         host.tell("Worker/1", "job", b"x")
     assert str(info.value) == msg
@@ -32,16 +33,16 @@ def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
 
 
 def test_deadline_exceeded_keeps_skipped(fake):
-    fake.fail_with = actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out", skipped=True)
+    fake.fail_next(actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out", skipped=True))
     with pytest.raises(sluice.DeadlineExceeded) as info:
         host.ask("Slow/1", "work", {"n": 1}, timeout_ms=10)
     assert info.value.skipped is True
-    assert fake.calls[-1] == ("ask", "Slow/1", "work", b'{"n":1}', 10)
+    assert fake.calls[-1] == Call("ask", "Slow/1", "work", b'{"n":1}', timeout_ms=10)
 
 
 def test_overloaded_keeps_scope_depth_limit(fake):
     ov = types.OverloadInfo(scope=types.OverloadScope.HOST, depth=9, limit=8)
-    fake.fail_with = actor_error(E.OVERLOADED, "OVERLOADED: host busy (depth=9, limit=8)", overload=ov)
+    fake.fail_next(actor_error(E.OVERLOADED, "OVERLOADED: host busy (depth=9, limit=8)", overload=ov))
     with pytest.raises(sluice.Overloaded) as info:
         host.ask("A/1", "x")
     e = info.value
@@ -57,7 +58,7 @@ def test_overloaded_keeps_scope_depth_limit(fake):
     (E.UNAVAILABLE, sluice.Unavailable), (E.INTERNAL, sluice.Internal),
 ])
 def test_every_code_maps_to_its_class(fake, code, cls):
-    fake.fail_with = actor_error(code, "m")
+    fake.fail_next(actor_error(code, "m"))
     with pytest.raises(cls):
         host.bus.publish("a.b", "x")
 
@@ -67,7 +68,8 @@ def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
         '{"tenant":"default"}', "Leader/1", ["W/1", "W/2", "W/3"], b"hb", "cast",
         "hb-key", "overwrite")
     assert (accepted, rejected) == (2, 1)
-    req = fake.calls[-1][1]
+    req = fake.calls[-1].request
+    assert req is not None
     assert req.conflict == types.Conflict.OVERWRITE
     assert req.mode == types.DispatchMode.CAST
     assert req.idempotency_key == "hb-key"
@@ -78,13 +80,14 @@ def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
 def test_tell_and_tell_reliable_return_names(fake):
     assert host.tell("A/1", "t", "x") == "queued"
     assert host.outbox.tell_reliable("A/1", "t", "x") == "outbox"
-    assert fake.calls[0] == ("tell", "A/1", "t", b"x")
+    assert fake.calls == [Call("tell", "A/1", "t", b"x"), Call("tell_reliable", "A/1", "t", b"x")]
 
 
 def test_log_levels(fake):
     host.log("warn", "careful")
     host.log("plain")
-    assert fake.calls == [("log", types.LogLevel.WARN, "careful"), ("log", types.LogLevel.INFO, "plain")]
+    assert fake.logs == [("warn", "careful"), ("info", "plain")]
+    assert fake.calls == []
 
 
 def test_handle_raising_sluice_error_returns_guest_error_not_trap(fake):
@@ -168,7 +171,7 @@ def test_committed_bindings_match_the_wit(tmp_path):
     root = Path(__file__).resolve().parents[3]
     subprocess.run(["componentize-py", "-d", str(root / "wit"), "-w", "actor-world", "bindings",
                     str(tmp_path)], check=True, capture_output=True)
-    committed = Path(__file__).resolve().parent / "bindings" / "wit_world"
+    committed = Path(__file__).resolve().parents[1] / "sluice" / "_bindings" / "wit_world"
     cmp = filecmp.dircmp(committed, tmp_path / "wit_world")
     def diffs(c):
         out = c.left_only + c.right_only + c.diff_files
@@ -180,12 +183,12 @@ def test_committed_bindings_match_the_wit(tmp_path):
 
 def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake):
     assert host.with_(deadline_ms=250).ask("W/1", "process", b"x") == b"pong"
-    assert fake.calls[-1] == ("ask", "W/1", "process", b"x", 250)
+    assert fake.calls[-1] == Call("ask", "W/1", "process", b"x", timeout_ms=250)
     # An explicit timeout can only tighten further; fractions round up.
     host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=99.2)
-    assert fake.calls[-1][-1] == 100
+    assert fake.calls[-1].timeout_ms == 100
     host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=5000)
-    assert fake.calls[-1][-1] == 250
+    assert fake.calls[-1].timeout_ms == 250
     sent = len(fake.calls)
     for bad in (0, -5, float("nan"), float("inf"), "250", None, True):
         with pytest.raises(sluice.InvalidArgument) as e:
@@ -194,3 +197,48 @@ def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake)
         with pytest.raises(sluice.InvalidArgument):
             host.ask("W/1", "process", b"x", timeout_ms=bad)
     assert len(fake.calls) == sent, "nothing was sent for an invalid budget"
+
+
+def test_fake_host_handle_runs_a_turn_as_the_caller_sees_it():
+    class A(sluice.Actor):
+        def handle(self, env):
+            if env.msg_type == "boom":
+                raise KeyError("k")
+            host.log("info", f"from {env.sender}")
+            return {"me": host.self_id(), "at": host.now_ms(), "got": env.json()}
+
+    with FakeHost() as fake:
+        fake.advance(5)
+        assert fake.handle(A(), "j", {"a": 1}, sender="B/1") == \
+            b'{"me":"MyActor/1","at":1005,"got":{"a":1}}'
+        assert fake.logs == [("info", "from B/1")]
+        with pytest.raises(sluice.Internal) as info:
+            fake.handle(A(), "boom")
+        assert str(info.value) == "INTERNAL: 'k'"
+        assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_fake_host_scripted_errors_arrive_typed_one_call_each():
+    with FakeHost() as fake:
+        fake.fail_next(sluice.Overloaded("OVERLOADED: busy", scope="actor", depth=7, limit=5),
+                       sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", retry_after_ms=3))
+        with pytest.raises(sluice.Overloaded) as ov:
+            host.tell("W/1", "job", b"1")
+        assert (ov.value.scope, ov.value.depth, ov.value.limit) == ("actor", 7, 5)
+        with pytest.raises(sluice.ResourceExhausted) as re:
+            host.outbox.tell_reliable("W/1", "job", b"2")
+        assert re.value.retry_after_ms == 3
+        assert host.outbox.dispatch("", "D/1", ["W/1", "W/2"], b"3") == (2, 0)
+        assert [c.op for c in fake.calls] == ["tell", "tell_reliable", "dispatch"]
+
+
+def test_fake_host_uninstalls_and_refuses_handle_when_not_installed():
+    fake = FakeHost(ask_reply=lambda to, msg_type, payload: to.encode() + payload)
+    with fake:
+        assert host.ask("W/7", "p", b"!") == b"W/7!"
+        host.schedule(50, "tick", "t")
+        assert fake.calls[-1] == Call("schedule", "", "tick", b"t", delay_ms=50)
+    with pytest.raises(NotImplementedError):
+        host.now_ms()
+    with pytest.raises(RuntimeError, match="not installed"):
+        fake.handle(sluice.Actor(), "x")

@@ -1,7 +1,7 @@
 // A Sluice actor in TypeScript. Build: sluice build . (or see guests/typescript/README.md).
 import { type Envelope, InvalidArgument, ResourceExhausted, host, register } from "@sluice/guest";
 
-class MyActor {
+export class MyActor {
   count = 0;
 
   init(config: string): void {

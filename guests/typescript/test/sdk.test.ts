@@ -1,18 +1,25 @@
 // Unit tests of the TypeScript SDK against a fake host (run: npm test).
-import { test, beforeEach } from "node:test";
+import { test, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import {
   DeadlineExceeded, Envelope, InvalidArgument, NotFound, Overloaded, ResourceExhausted, SluiceError,
   Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit, abort, Abort,
 } from "../sdk/index.ts";
 import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
-import { state } from "./fake-host.ts";
+import { FakeHost } from "../sdk/testing/index.ts";
 
-beforeEach(() => state.reset());
+// The SDK tests' own answers; a user's tests get FakeHost's defaults.
+let fake: FakeHost;
+beforeEach(() => {
+  fake = new FakeHost({
+    selfId: "Echo/1", nowMs: 1234, askReply: "pong", deliveryPath: "outbox", dispatchResult: [2, 1],
+  }).install();
+});
+afterEach(() => fake.uninstall());
 
 test("full mailbox reaches guest code as ResourceExhausted with the exact message", () => {
   const msg = "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)";
-  state.failWith = { code: "resource-exhausted", message: msg, retryAfterMs: 12n, skipped: false };
+  fake.failNext({ code: "resource-exhausted", message: msg, retryAfterMs: 12n, skipped: false });
   assert.throws(() => host.tell("Worker/1", "job", "x"), (e: unknown) => {
     assert.ok(e instanceof ResourceExhausted && e instanceof SluiceError);
     assert.equal(e.message, msg);
@@ -24,10 +31,10 @@ test("full mailbox reaches guest code as ResourceExhausted with the exact messag
 });
 
 test("deadline keeps skipped, overload keeps scope/depth/limit", () => {
-  state.failWith = { code: "deadline-exceeded", message: "d", skipped: true };
+  fake.failNext({ code: "deadline-exceeded", message: "d", skipped: true });
   assert.throws(() => host.ask("S/1", "w", { n: 1 }, 10), (e: unknown) => e instanceof DeadlineExceeded && e.skipped);
-  assert.deepEqual(state.calls[0], ["ask", "S/1", "w", encodeUtf8('{"n":1}'), 10n]);
-  state.failWith = { code: "overloaded", message: "o", skipped: false, overload: { scope: "host", depth: 9n, limit: 8n } };
+  assert.deepEqual(fake.calls[0], { op: "ask", to: "S/1", msgType: "w", payload: encodeUtf8('{"n":1}'), timeoutMs: 10 });
+  fake.failNext({ code: "overloaded", message: "o", skipped: false, overload: { scope: "host", depth: 9n, limit: 8n } });
   assert.throws(() => host.ask("A/1", "x"), (e: unknown) => {
     assert.ok(e instanceof Overloaded);
     assert.deepEqual(e.report(), {
@@ -43,7 +50,7 @@ test("every code maps to its class", () => {
     ["not-found", NotFound], ["invalid-argument", InvalidArgument], ["unavailable", Unavailable], ["internal", Internal],
   ];
   for (const [code, cls] of cases) {
-    state.failWith = { code: code as any, message: "m", skipped: false };
+    fake.failNext({ code: code as any, message: "m", skipped: false });
     assert.throws(() => host.bus.publish("a.b", "x"), (e: unknown) => e instanceof cls);
   }
 });
@@ -51,7 +58,8 @@ test("every code maps to its class", () => {
 test("dispatch has the seed's call shape and returns [accepted, rejected]", () => {
   const [accepted, rejected] = host.outbox.dispatch("{}", "Leader/1", ["W/1", "W/2", "W/3"], encodeUtf8("hb"), "cast", "hb-key", "overwrite");
   assert.deepEqual([accepted, rejected], [2, 1]);
-  const req = state.calls[0][1] as any;
+  const req = fake.calls[0]?.request;
+  assert.ok(req);
   assert.equal(req.conflict, "overwrite");
   assert.equal(req.idempotencyKey, "hb-key");
   assert.equal(req.msgType, "dispatch");
@@ -117,7 +125,8 @@ test("log takes a checked level", () => {
   host.log("warn", "careful");
   assert.throws(() => host.log("loud", "x"), (e: unknown) => e instanceof InvalidArgument
     && e.message === 'INVALID_ARGUMENT: unknown log level "loud"');
-  assert.deepEqual(state.calls, [["log", "info", "hello"], ["log", "warn", "careful"]]);
+  assert.deepEqual(fake.logs, [["info", "hello"], ["warn", "careful"]]);
+  assert.deepEqual(fake.calls, []);
 });
 
 test("error mapping is lossless both ways", () => {
@@ -138,12 +147,12 @@ test("utf8 fallback (QuickJS has no TextEncoder) matches TextEncoder", () => {
 
 test("host.with({deadlineMs}) tightens ask; bad budgets throw InvalidArgument before sending", () => {
   host.with({ deadlineMs: 250 }).ask("W/1", "process", "x");
-  assert.deepEqual(state.calls.at(-1), ["ask", "W/1", "process", encodeUtf8("x"), 250n]);
+  assert.deepEqual(fake.calls.at(-1), { op: "ask", to: "W/1", msgType: "process", payload: encodeUtf8("x"), timeoutMs: 250 });
   host.with({ deadlineMs: 250 }).ask("W/1", "process", "x", 99.2);
-  assert.equal(state.calls.at(-1)?.[4], 100n);
+  assert.equal(fake.calls.at(-1)?.timeoutMs, 100);
   host.with({ deadlineMs: 250 }).ask("W/1", "process", "x", 5000);
-  assert.equal(state.calls.at(-1)?.[4], 250n);
-  const sent = state.calls.length;
+  assert.equal(fake.calls.at(-1)?.timeoutMs, 250);
+  const sent = fake.calls.length;
   for (const bad of [0, -5, NaN, Infinity, "250", null, undefined]) {
     assert.throws(() => host.with({ deadlineMs: bad as number }).ask("W/1", "p"),
       (e: unknown) => e instanceof InvalidArgument && /positive finite/.test(e.message));
@@ -151,5 +160,42 @@ test("host.with({deadlineMs}) tightens ask; bad budgets throw InvalidArgument be
       assert.throws(() => host.ask("W/1", "p", "", bad as number), (e: unknown) => e instanceof InvalidArgument);
     }
   }
-  assert.equal(state.calls.length, sent, "nothing was sent for an invalid budget");
+  assert.equal(fake.calls.length, sent, "nothing was sent for an invalid budget");
+});
+
+test("FakeHost.handle runs a turn as the caller sees it; a plain throw arrives as Internal", () => {
+  const actor = {
+    handle(env: Envelope) {
+      if (env.msgType === "boom") throw new RangeError("nope");
+      host.log("info", `from ${env.sender}`);
+      return { me: host.selfId(), at: host.nowMs(), got: env.json() };
+    },
+  };
+  fake.advance(6);
+  assert.equal(fake.text(actor, "j", { a: 1 }, { sender: "B/1" }), '{"me":"Echo/1","at":1240,"got":{"a":1}}');
+  assert.deepEqual(fake.logs, [["info", "from B/1"]]);
+  assert.throws(() => fake.handle(actor, "boom"), (e: unknown) =>
+    e instanceof Internal && e.message === "INTERNAL: nope" && (e as { cause?: unknown }).cause instanceof RangeError);
+});
+
+test("FakeHost scripted errors arrive typed, one call each; uninstalled, the imports refuse", () => {
+  const f = new FakeHost({ askReply: (to, _t, p) => `${to}:${decodeUtf8(p)}` });
+  fake.uninstall();
+  f.install();
+  try {
+    f.failNext(new Overloaded("OVERLOADED: busy", { scope: "actor", depth: 7, limit: 5 }),
+      new ResourceExhausted("RESOURCE_EXHAUSTED: full", { retryAfterMs: 3 }));
+    assert.throws(() => host.tell("W/1", "job", "1"), (e: unknown) => e instanceof Overloaded && e.depth === 7);
+    assert.throws(() => host.outbox.tellReliable("W/1", "job", "2"),
+      (e: unknown) => e instanceof ResourceExhausted && e.retryAfterMs === 3);
+    assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1", "W/2"], "3"), [2, 0]);
+    assert.equal(decodeUtf8(host.ask("W/7", "p", "!")), "W/7:!");
+    host.schedule(50, "tick", "t");
+    assert.deepEqual(f.calls.map((c) => c.op), ["tell", "tellReliable", "dispatch", "ask", "schedule"]);
+    assert.equal(f.calls.at(-1)?.delayMs, 50);
+  } finally {
+    f.uninstall();
+  }
+  assert.throws(() => host.nowMs(), /no fake host installed/);
+  fake.install();
 });

@@ -2,9 +2,11 @@
 //!
 //! The template files are compiled into the binary, so the command works from any folder. The
 //! SDKs stay in the checkout the binary was built from: where a template points at its SDK by
-//! a relative path (Go's `replace` lines, Rust's path dependency), the scaffold gets the
-//! absolute path instead. `sluice build` finds the Python and TypeScript SDKs itself (the same
-//! built-in checkout), so those templates need no rewrite.
+//! a relative path (Go's `replace` lines, Rust's path dependencies, pytest's `pythonpath`, the
+//! Node test hooks in `package.json`), the scaffold gets the absolute path instead.
+//! `sluice build` finds the Python and TypeScript SDKs itself (the same built-in checkout).
+//! Every template has unit tests against its SDK's fake host, run by the language's own
+//! runner (`test_command`).
 
 use std::path::{Path, PathBuf};
 
@@ -78,14 +80,45 @@ fn template(lang: &str, sdk: &Path) -> Vec<(&'static str, String)> {
                 include_str!("../../../guests/go/template/main_test.go").to_string(),
             ),
         ],
-        "python" => vec![(
-            "app.py",
-            include_str!("../../../guests/python/template/app.py").to_string(),
-        )],
-        "typescript" => vec![(
-            "app.ts",
-            include_str!("../../../guests/typescript/template/app.ts").to_string(),
-        )],
+        "python" => vec![
+            (
+                "pyproject.toml",
+                include_str!("../../../guests/python/template/pyproject.toml")
+                    .replace(
+                        "point it at\n# your checkout of the Sluice repository (guests/python), or drop it after\n# `pip install path/to/guests/python`.",
+                        "the Python SDK\n# in the Sluice checkout `sluice new` was built from; drop it after `pip install` of that SDK.",
+                    )
+                    .replace("pythonpath = [\"..\"]", &format!("pythonpath = [{:?}]", s(sdk))),
+            ),
+            (
+                "app.py",
+                include_str!("../../../guests/python/template/app.py").to_string(),
+            ),
+            (
+                "test_app.py",
+                include_str!("../../../guests/python/template/test_app.py").to_string(),
+            ),
+        ],
+        "typescript" => vec![
+            (
+                "package.json",
+                include_str!("../../../guests/typescript/template/package.json").replace(
+                    "--import ../sdk/testing/register.mjs",
+                    &format!(
+                        "--import {}",
+                        s(&sdk.join("sdk").join("testing").join("register.mjs"))
+                    ),
+                ),
+            ),
+            (
+                "app.ts",
+                include_str!("../../../guests/typescript/template/app.ts").to_string(),
+            ),
+            (
+                "app.test.ts",
+                include_str!("../../../guests/typescript/template/app.test.ts").to_string(),
+            ),
+        ],
         "rust" => vec![
             (
                 "Cargo.toml",
@@ -121,17 +154,21 @@ fn test_command(lang: &str) -> (&'static str, &'static str) {
         ),
         "python" => (
             "python3 -m pytest",
-            "The template has no test file yet: add a `test_app.py`; the SDK's fake host is in its\n\
-             `tests/conftest.py`.",
+            "`test_app.py` runs the actor on plain CPython against the SDK's fake host\n\
+             (`sluice.testing.FakeHost`), which records the host calls the actor makes and answers\n\
+             them; `pyproject.toml` points pytest at the SDK.",
         ),
         "typescript" => (
-            "node --test",
-            "The template has no test file yet: add an `app.test.mjs`; the SDK's unit tests\n\
-             (`npm test` in the SDK) show its fake host.",
+            "npm test",
+            "`app.test.ts` runs the actor in Node's test runner against the SDK's fake host\n\
+             (`FakeHost` from `@sluice/guest/testing`), which records the host calls the actor makes\n\
+             and answers them; `npm test` loads the SDK's test hooks by path (nothing to install).",
         ),
         "rust" => (
             "cargo test",
-            "`src/lib.rs` has a unit test that calls the actor natively, without a host.",
+            "`src/lib.rs` has unit tests that run the actor natively against the SDK's fake host\n\
+             (`sluice_guest::testing::FakeHost`, the `testing` feature under `[dev-dependencies]`),\n\
+             which records the host calls the actor makes and answers them.",
         ),
         _ => unreachable!(),
     }
@@ -237,4 +274,46 @@ pub fn new_project(lang: &str, dir: &Path) -> anyhow::Result<Scaffold> {
             format!("sluice call {ACTOR_TYPE}/1 ping"),
         ],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every relative reference a template makes to its SDK is rewritten, and the comments that
+    /// said to point it at a checkout say where it points now: a scaffold outside the repository
+    /// must not reach for `..`.
+    #[test]
+    fn scaffolded_files_point_at_the_sdk_by_absolute_path() {
+        let sdk = Path::new("/checkout/guests/LANG");
+        for lang in LANGUAGES {
+            for (name, text) in template(lang, sdk) {
+                for relative in ["\"..", "=> ..", "../sdk", "'..'"] {
+                    assert!(
+                        !text.contains(relative),
+                        "{lang} {name} still has {relative:?}:\n{text}"
+                    );
+                }
+                assert!(!text.contains("your checkout"), "{lang} {name}:\n{text}");
+            }
+        }
+        let files = |lang| {
+            template(lang, sdk)
+                .into_iter()
+                .collect::<std::collections::HashMap<_, _>>()
+        };
+        assert!(
+            files("python")["pyproject.toml"].contains(r#"pythonpath = ["/checkout/guests/LANG"]"#)
+        );
+        assert!(
+            files("typescript")["package.json"]
+                .contains("--import /checkout/guests/LANG/sdk/testing/register.mjs")
+        );
+        assert_eq!(
+            files("rust")["Cargo.toml"]
+                .matches(r#"path = "/checkout/guests/LANG/sdk""#)
+                .count(),
+            2
+        );
+    }
 }

@@ -27,7 +27,23 @@ pub mod bindings {
 
 use bindings::sluice::actor::types as wit;
 
-pub use wit::{Conflict, DeliveryPath, DispatchMode, DispatchResult, Envelope, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt};
+pub use wit::{Conflict, DeliveryPath, DispatchMode, DispatchRequest, DispatchResult, Envelope, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt};
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+/// The WIT import functions the SDK calls: the host's, or with the `testing` feature (and in
+/// the SDK's own unit tests) the fake host's, which has the same signatures.
+mod imports {
+    #[cfg(not(any(test, feature = "testing")))]
+    pub(crate) use crate::bindings::sluice::actor::{
+        bus::publish,
+        host::{ask, log, now_ms, schedule, self_id, tell},
+        outbox::{dispatch, tell_reliable},
+    };
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) use crate::testing::imports::{ask, dispatch, log, now_ms, publish, schedule, self_id, tell, tell_reliable};
+}
 
 /// Every code, in the WIT `error-code` order (the rows of `wit/errors.json`).
 pub const CODES: [ErrorCode; 7] = [
@@ -147,7 +163,7 @@ impl From<Error> for wit::ActorError {
 /// Messaging and clocks.
 pub mod host {
     use super::{Error, LogLevel, TellReceipt};
-    use crate::bindings::sluice::actor::host as imp;
+    use crate::imports as imp;
 
     /// Fire and forget. A full `error` mailbox is `ResourceExhausted` at once.
     pub fn tell(to: &str, msg_type: &str, payload: impl AsRef<[u8]>) -> Result<TellReceipt, Error> {
@@ -208,7 +224,8 @@ pub mod host {
 /// The durable outbox.
 pub mod outbox {
     use super::{Conflict, DeliveryPath, DispatchMode, DispatchResult, Error};
-    use crate::bindings::sluice::actor::{outbox as imp, types::DispatchRequest};
+    use crate::bindings::sluice::actor::types::DispatchRequest;
+    use crate::imports as imp;
 
     /// A dispatch request; build with [`Dispatch::new`] and send with [`Dispatch::send`].
     #[derive(Debug, Clone)]
@@ -279,7 +296,7 @@ pub mod bus {
 
     /// Publishes on behalf of the current principal.
     pub fn publish(topic: &str, payload: impl AsRef<[u8]>) -> Result<(), Error> {
-        crate::bindings::sluice::actor::bus::publish(topic, payload.as_ref()).map_err(Error::from)
+        crate::imports::publish(topic, payload.as_ref()).map_err(Error::from)
     }
 }
 
