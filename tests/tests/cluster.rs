@@ -23,7 +23,15 @@ fn app_config() -> String {
     app_config_with(4000)
 }
 
+/// The compile cache every test host shares (`sluice run` would use its app folder's, and
+/// each test's app folder is new: three hosts compiling the same modules cold took ~50 s).
+fn cache_line() -> String {
+    let dir = sluice_tests::root().join("target/sluice-test-cache");
+    format!("cache_dir = {:?}", dir.display().to_string())
+}
+
 fn app_config_with(max_activations: usize) -> String {
+    let cache = cache_line();
     format!(
         r#"
 name = "cluster-test"
@@ -32,6 +40,7 @@ name = "cluster-test"
 # Counters keep their state for the whole test: no idle deactivation.
 idle_deactivate_ms = 0
 max_activations = {max_activations}
+{cache}
 {CLUSTER}
 [[supervisor.children]]
 name = "echo"
@@ -424,6 +433,170 @@ async fn a_stopped_host_hands_its_actors_off_and_a_killed_one_is_replaced_after_
     }
     let failover = killed.elapsed();
     assert!(failover < Duration::from_secs(10), "{failover:?}");
+}
+
+/// Waits until `h` sees member `node` with every type of `types` deployed.
+async fn wait_member_types(h: &SluiceRun, node: &str, types: &[String]) {
+    let start = Instant::now();
+    loop {
+        let s = status(h).await;
+        let has = s["cluster"]["members"][node].as_array().is_some_and(|t| {
+            types
+                .iter()
+                .all(|ty| t.contains(&Value::String(ty.clone())))
+        });
+        if has {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{} never saw {node} with {types:?}: {s}",
+            h.admin
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asks `EchoX/1` on `via` to make one SDK call (`tell`, `ask`) and returns its report.
+async fn via_guest(
+    client: &reqwest::Client,
+    via: &str,
+    echo: &str,
+    call: &str,
+    req: Value,
+) -> Value {
+    let (s, b) = post(
+        client,
+        via,
+        &format!("{echo}/1/ask/{call}"),
+        &req.to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{echo} {call}: {b}");
+    b
+}
+
+/// A Go, a Python and a TypeScript guest on h1 call a Rust `Slow` that runs only on h2: a
+/// tell into its full capacity-2 mailbox comes back to each as exactly the local
+/// `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=N)`, and an ask queued behind a long
+/// turn past its 100 ms comes back DEADLINE_EXCEEDED, skipped on h2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn guests_of_every_language_see_another_hosts_full_mailbox_and_deadline_as_local_ones() {
+    use sluice_tests::{Lang, guest};
+    let Some(db) = fresh_postgres_database("sluice_cluster_polyglot").await else {
+        return;
+    };
+    let langs: Vec<(Lang, String)> = [Lang::Go, Lang::Python, Lang::TypeScript]
+        .into_iter()
+        .filter_map(|l| {
+            let path = guest(l, "echo")?;
+            Some((l, path.display().to_string()))
+        })
+        .collect();
+    let echo_types: Vec<String> = langs.iter().map(|(l, _)| format!("Echo{l:?}")).collect();
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    // h1: an echo guest per language (no Slow); h2: Slow only, so every Slow key lives there.
+    let host = format!("[host]\n{}\n", cache_line());
+    let mut h1_config = format!("name = \"cluster-polyglot\"\n{host}{CLUSTER}");
+    for ((_, path), ty) in langs.iter().zip(&echo_types) {
+        h1_config.push_str(&format!(
+            "\n[[supervisor.children]]\nname = \"{ty}\"\nactor_type = \"{ty}\"\nmodule = {path:?}\n"
+        ));
+    }
+    let h2_config = format!(
+        "name = \"cluster-polyglot\"\n{host}{CLUSTER}\n[[supervisor.children]]\nname = \"slow\"\nactor_type = \"Slow\"\nmodule = \"slow.wasm\"\nmailbox_capacity = 2\n"
+    );
+    let start = |node: &'static str, config: String| {
+        let (nats, db) = (&nats, &db);
+        async move {
+            let app = rust_app(&["slow"], &config);
+            let run = SluiceRun::start(
+                &sluice_binary("sluice-cluster-test"),
+                app.path(),
+                &[
+                    "--cluster",
+                    &nats.url(),
+                    "--node-id",
+                    node,
+                    "--database-url",
+                    db,
+                ],
+                &[],
+            )
+            .await;
+            (run, app)
+        }
+    };
+    let (h1, _a1) = start("h1", h1_config).await;
+    let (h2, _a2) = start("h2", h2_config).await;
+    wait_member_types(&h1, "h2", &["Slow".to_string()]).await;
+    wait_member_types(&h2, "h1", &echo_types).await;
+
+    let client = reqwest::Client::new();
+    let via = &h1.ingress;
+    for (i, echo) in echo_types.iter().enumerate() {
+        let (full, late) = (2 * i, 2 * i + 1);
+        // A long turn holds Slow/{full}; the guest's tells fill its two slots, then one is
+        // refused.
+        let busy = occupy(&client, via, full);
+        let t = Instant::now();
+        let refused = loop {
+            let req = serde_json::json!({"to": format!("Slow/{full}"), "msg_type": "sleep", "payload": "1"});
+            let r = via_guest(&client, via, echo, "tell", req).await;
+            if r["ok"] == false {
+                break r;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{echo}: never refused: {r}"
+            );
+        };
+        let e = &refused["error"];
+        assert_eq!(e["type"], "ResourceExhausted", "{echo}: {refused}");
+        assert_eq!(e["code"], "resource-exhausted", "{echo}: {refused}");
+        let retry = e["retry_after_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{echo}: no hint: {refused}"));
+        assert!(retry >= 1, "{echo}: {refused}");
+        assert_eq!(
+            e["message"],
+            format!("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms={retry})"),
+            "{echo}: the message a local full mailbox gives"
+        );
+        assert_eq!(busy.await.unwrap().0, 200);
+
+        // An ask that cannot start within its 100 ms.
+        let busy = occupy(&client, via, late);
+        let t = Instant::now();
+        let late_reply = loop {
+            let req = serde_json::json!({
+                "to": format!("Slow/{late}"), "msg_type": "sleep", "payload": "1", "timeout_ms": 100,
+            });
+            let r = via_guest(&client, via, echo, "ask", req).await;
+            if r["ok"] == false {
+                break r;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{echo}: never timed out: {r}"
+            );
+        };
+        let e = &late_reply["error"];
+        assert_eq!(e["type"], "DeadlineExceeded", "{echo}: {late_reply}");
+        assert_eq!(e["code"], "deadline-exceeded", "{echo}: {late_reply}");
+        assert_eq!(e["skipped"], true, "{echo}: decided on h2: {late_reply}");
+        assert_eq!(
+            e["message"], "DEADLINE_EXCEEDED: call-timeout (skipped: the queued turn never ran)",
+            "{echo}: {late_reply}"
+        );
+        assert_eq!(busy.await.unwrap().0, 200);
+    }
+    // h2 ran every Slow; h1 has no Slow to run.
+    assert!(type_field(&status(&h2).await, "Slow", "active") >= 2);
+    drop(nats);
 }
 
 /// `partition="p"` samples of `sluice_outbox_partition_relayed` that are 1 on `h`: the
