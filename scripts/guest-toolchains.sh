@@ -5,7 +5,8 @@
 #
 #   bash scripts/guest-toolchains.sh                  # python, typescript, go, rust target
 #   bash scripts/guest-toolchains.sh --with-wit-bindgen   # also the wit-bindgen CLI (~5 min),
-#                                                        # only needed to regenerate Go bindings
+#                       # to regenerate the Go bindings and to test that they are fresh
+#                       # (host/build/tests/bindings_fresh.rs; scripts/test.sh passes it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +20,7 @@ with_wit_bindgen=0
 for arg in "$@"; do
   case "$arg" in
     --with-wit-bindgen) with_wit_bindgen=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -67,7 +68,7 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
-# --- Optional: wit-bindgen CLI, only to regenerate the committed Go bindings ---------------
+# --- Optional: wit-bindgen CLI, to regenerate (and check) the committed Go bindings ---------
 if [[ $with_wit_bindgen == 1 ]]; then
   if wit-bindgen --version 2>/dev/null | grep -q "${WIT_BINDGEN_VERSION}"; then
     say "wit-bindgen ${WIT_BINDGEN_VERSION}: present"
