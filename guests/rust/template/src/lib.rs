@@ -15,17 +15,24 @@ impl Actor for MyActor {
     fn handle(&mut self, env: Envelope) -> Result<Vec<u8>, Error> {
         self.count += 1;
         match env.msg_type.as_str() {
-            "ping" => Ok(format!(r#"{{"pong":{},"at":{}}}"#, self.count, host::now_ms()).into_bytes()),
+            "ping" => {
+                Ok(format!(r#"{{"pong":{},"at":{}}}"#, self.count, host::now_ms()).into_bytes())
+            }
             "forward" => match host::ask("Worker/1", "process", &env.payload, 2000) {
-                Err(e) if e.code == ErrorCode::ResourceExhausted => {
-                    Ok(format!(r#"{{"busy":true,"retry_after_ms":{:?}}}"#, e.retry_after_ms).into_bytes())
-                }
+                Err(e) if e.code == ErrorCode::ResourceExhausted => Ok(format!(
+                    r#"{{"busy":true,"retry_after_ms":{:?}}}"#,
+                    e.retry_after_ms
+                )
+                .into_bytes()),
                 reply => reply,
             },
             "count" => Ok(self.count.to_string().into_bytes()),
             // Errors read `CODE: detail` (wit/errors.json); a plain error through
             // `.map_err(Error::uncoded)?` is INTERNAL, and a panic traps the instance.
-            other => Err(Error::canonical(ErrorCode::InvalidArgument, format_args!("unknown msg-type {other:?}"))),
+            other => Err(Error::canonical(
+                ErrorCode::InvalidArgument,
+                format_args!("unknown msg-type {other:?}"),
+            )),
         }
     }
 }
@@ -37,7 +44,13 @@ mod tests {
     use super::*;
 
     fn env(msg_type: &str) -> Envelope {
-        Envelope { sender: None, msg_type: msg_type.into(), payload: vec![], principal: "system".into(), deadline_ms: None }
+        Envelope {
+            sender: None,
+            msg_type: msg_type.into(),
+            payload: vec![],
+            principal: "system".into(),
+            deadline_ms: None,
+        }
     }
 
     #[test]
