@@ -4,5 +4,4 @@ Build: componentize-py -d wit -w actor-world componentize sluice_main -p ACTOR_D
 """
 
 import app  # noqa: F401  the user's actor module; importing it registers the actor
-
 from sluice._actor import Export as Actor  # noqa: F401  the WIT `actor` export

@@ -188,7 +188,7 @@ class Worker(Role):
 
     def __init__(self, config: dict):
         super().__init__(config)
-        self.tasks = {}
+        self.tasks: dict[str, int] = {}
         self.config_version = None
         self.heartbeats = Heartbeats()
         self.fixed = False
@@ -242,7 +242,7 @@ class ConfigServer(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.work_ms = int(config.get("work_ms", 2))
-        self.served = []
+        self.served: list[str] = []
 
     def handle_dispatch(self, msg):
         busy_wait(self.work_ms)
@@ -260,8 +260,8 @@ class TelemetryCollector(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.work_ms = int(config.get("work_ms", 1))
-        self.telemetry = []
-        self._seen = set()
+        self.telemetry: list[int] = []
+        self._seen: set[int] = set()
         self.bursts = 0
 
     def handle_process(self, msg):
@@ -288,7 +288,7 @@ class Device(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.online = bool(config.get("online", True))
-        self.firmware = []
+        self.firmware: list[int] = []
 
     def handle_dispatch(self, msg):
         if not self.online:

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 from ._host import to_bytes
 from ._wit import Err, to_wit
 from .errors import Internal, SluiceError
 
-__all__ = ["Actor", "Envelope", "register", "actor", "registered", "uncoded", "abort", "Abort", "Export"]
+__all__ = ["Abort", "Actor", "Envelope", "Export", "abort", "actor", "register", "registered", "uncoded"]
 
 
 @dataclass
 class Envelope:
     """One message as the actor receives it."""
 
-    sender: Optional[str]
+    sender: str | None
     msg_type: str
     payload: bytes
     principal: str
-    deadline_ms: Optional[int]
+    deadline_ms: int | None
 
     @property
     def text(self) -> str:
@@ -42,14 +42,14 @@ class Actor:
     state. `sluice.abort()`, ``MemoryError`` and other non-``Exception`` errors trap.
     """
 
-    def init(self, config: str) -> None:  # noqa: D401 - WIT name
+    def init(self, config: str) -> None:
         self.config = config
 
     def handle(self, env: Envelope) -> Any:
         raise NotImplementedError("override Actor.handle")
 
 
-_registered: Optional[Any] = None
+_registered: Any | None = None
 
 
 def register(actor_or_class: Any) -> Any:

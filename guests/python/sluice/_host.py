@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from . import _wit
 from ._wit import call, wit_bus, wit_host, wit_outbox, wit_types
 from .errors import InvalidArgument
 
-__all__ = ["host", "Call", "to_bytes", "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE"]
+__all__ = ["DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE", "Call", "host", "to_bytes"]
 
 #: `ask` deadline when the caller gives none (the host may tighten it further).
 DEFAULT_ASK_TIMEOUT_MS = 5000
@@ -80,7 +81,7 @@ class Call:
         self.deadline_ms = deadline_ms
 
     def ask(self, to: str, msg_type: str, payload: Any = b"",
-            timeout_ms: Optional[float] = None) -> bytes:
+            timeout_ms: float | None = None) -> bytes:
         """`Host.ask` within this deadline (and ``timeout_ms`` when also given)."""
         ms = self.deadline_ms
         if timeout_ms is not None:
@@ -102,9 +103,9 @@ class Outbox:
         conflict: str = "append",
         *,
         msg_type: str = DEFAULT_DISPATCH_MSG_TYPE,
-        sequence_number: Optional[int] = None,
-        ttl_ms: Optional[int] = None,
-    ) -> Tuple[int, int]:
+        sequence_number: int | None = None,
+        ttl_ms: int | None = None,
+    ) -> tuple[int, int]:
         """Durable fan-out; returns ``(accepted, rejected)``."""
         req = wit_types.DispatchRequest(
             context=ctx or "",
@@ -167,7 +168,7 @@ class Host:
     def now_ms(self) -> int:
         return wit_host.now_ms()
 
-    def log(self, level: str, msg: Optional[str] = None) -> None:
+    def log(self, level: str, msg: str | None = None) -> None:
         """``log("info", "text")``; ``log("text")`` logs at info."""
         if msg is None:
             level, msg = "info", level

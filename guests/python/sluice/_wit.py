@@ -16,7 +16,7 @@ from wit_world.imports import types as wit_types
 
 from .errors import CODES, Internal, SluiceError
 
-__all__ = ["Err", "wit_bus", "wit_host", "wit_outbox", "wit_types", "from_wit", "to_wit", "call"]
+__all__ = ["Err", "call", "from_wit", "to_wit", "wit_bus", "wit_host", "wit_outbox", "wit_types"]
 
 _CODE_TO_NAME = {
     wit_types.ErrorCode.RESOURCE_EXHAUSTED: "resource-exhausted",

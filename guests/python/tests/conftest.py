@@ -10,8 +10,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "bindings"))
 sys.path.insert(0, str(HERE.parent))
 
-from wit_world.imports import bus, host, outbox, types  # noqa: E402
-from componentize_py_types import Err  # noqa: E402
+from componentize_py_types import Err
+from wit_world.imports import bus, host, outbox, types
 
 
 class FakeHost:

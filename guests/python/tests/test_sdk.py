@@ -1,5 +1,7 @@
 """Unit tests of the Python SDK against the real generated types and a fake host."""
 
+from typing import Any
+
 import pytest
 from componentize_py_types import Err
 from wit_world.imports import types
@@ -167,7 +169,9 @@ def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake)
     host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=5000)
     assert fake.calls[-1][-1] == 250
     sent = len(fake.calls)
-    for bad in (0, -5, float("nan"), float("inf"), "250", None, True):
+    # Deliberately ill-typed: what an untyped caller may pass.
+    bad_budgets: tuple[Any, ...] = (0, -5, float("nan"), float("inf"), "250", None, True)
+    for bad in bad_budgets:
         with pytest.raises(sluice.InvalidArgument) as e:
             host.with_(deadline_ms=bad).ask("W/1", "process", b"x")
         assert "positive finite" in str(e.value)

@@ -11,8 +11,8 @@ REPO = APP.parents[2]
 for p in (REPO / "guests" / "python" / "tests" / "bindings", REPO / "guests" / "python", APP):
     sys.path.insert(0, str(p))
 
-from componentize_py_types import Err  # noqa: E402
-from wit_world.imports import host, outbox, types  # noqa: E402
+from componentize_py_types import Err
+from wit_world.imports import host, outbox, types
 
 
 class FakeHost:

@@ -6,6 +6,7 @@ check the invariants by asking the other actors for their state (plain CPython, 
 """
 
 import argparse
+import itertools
 import json
 import sqlite3
 import sys
@@ -13,8 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-ARGS = None
-RESULTS = {}
+ARGS = argparse.Namespace()  # main() parses the command line into it
 
 
 def post(url, body=None):
@@ -111,7 +111,7 @@ def heartbeat_burst():
     drain()
     seqs = ask("JobQueueLeader/main", "heartbeats")["seqs"]
     check(1 <= len(seqs) <= 10, f"leader processed {len(seqs)} heartbeats: {seqs}")
-    check(all(a < b for a, b in zip(seqs, seqs[1:])), f"not strictly increasing: {seqs}")
+    check(all(a < b for a, b in itertools.pairwise(seqs)), f"not strictly increasing: {seqs}")
     check(seqs[-1] == 50, f"last heartbeat {seqs[-1]}")
     r["seqs"] = seqs
     return r

@@ -3,11 +3,11 @@
 import json
 
 import pytest
-from conftest import actor_error
 from wit_world.imports import types
 
 import app
 import sluice
+from conftest import actor_error
 
 E = types.ErrorCode
 CTX = {"tenant": "default", "namespace": "default"}
@@ -69,7 +69,7 @@ def test_config_wave_deploy_waves_and_downloads(fake):
     assert (r["total_accepted"], r["total_rejected"]) == (50, 0)
     assert r["config_server_rejected"] == 17  # ceil(50 / 3)
     waves = [d for d in fake.dispatches if d.targets[0].startswith("Worker/")]
-    assert [d.targets for d in waves] == [workers(range(0, 20)), workers(range(20, 40)),
+    assert [d.targets for d in waves] == [workers(range(20)), workers(range(20, 40)),
                                           workers(range(40, 50))]
     assert all(d.idempotency_key == "config-2.1.0" for d in waves)
     assert json.loads(waves[0].payload) == {"task": "config", "version": "2.1.0"}
@@ -235,6 +235,7 @@ def test_device_offline_asks_to_come_back_later_online_records_in_order(fake):
 def test_errors_cross_the_export_as_guest_errors(fake):
     """Through the WIT export adapter: a raised SluiceError is an Err(actor-error)."""
     from componentize_py_types import Err
+
     from sluice._actor import Export, register
 
     register(actor("device", online=False))
