@@ -1,12 +1,12 @@
 """Sluice guest SDK for Python: write an actor, build it with `sluice build`.
 
-    import sluice
-    from sluice import host
+import sluice
+from sluice import host
 
-    @sluice.register
-    class Echo(sluice.Actor):
-        def handle(self, env):
-            return env.payload
+@sluice.register
+class Echo(sluice.Actor):
+    def handle(self, env):
+        return env.payload
 """
 
 from ._actor import Abort, Actor, Envelope, abort, actor, register

@@ -24,10 +24,12 @@ _RECEIPTS = {
     wit_types.TellReceipt.DROPPED_NEWEST: "dropped-newest",
 }
 _PATHS = {wit_types.DeliveryPath.DIRECT: "direct", wit_types.DeliveryPath.OUTBOX: "outbox"}
-_MODES = {"": wit_types.DispatchMode.CAST, "cast": wit_types.DispatchMode.CAST,
-          "call": wit_types.DispatchMode.CALL}
-_CONFLICTS = {"": wit_types.Conflict.APPEND, "append": wit_types.Conflict.APPEND,
-              "overwrite": wit_types.Conflict.OVERWRITE}
+_MODES = {"": wit_types.DispatchMode.CAST, "cast": wit_types.DispatchMode.CAST, "call": wit_types.DispatchMode.CALL}
+_CONFLICTS = {
+    "": wit_types.Conflict.APPEND,
+    "append": wit_types.Conflict.APPEND,
+    "overwrite": wit_types.Conflict.OVERWRITE,
+}
 _LEVELS = {
     "trace": wit_types.LogLevel.TRACE,
     "debug": wit_types.LogLevel.DEBUG,
@@ -63,11 +65,10 @@ def _enum(table: dict, value: Any, what: str) -> Any:
 def _budget_ms(value: Any, what: str) -> int:
     """A per-call budget: a positive finite number of milliseconds (fractions round up),
     else `InvalidArgument` — raised before anything is sent."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or value <= 0):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InvalidArgument(
-            f"INVALID_ARGUMENT: {what} must be a positive finite number of milliseconds, "
-            f"got {value!r}")
+            f"INVALID_ARGUMENT: {what} must be a positive finite number of milliseconds, got {value!r}"
+        )
     return max(1, math.ceil(value))
 
 
@@ -80,8 +81,7 @@ class Call:
     def __init__(self, deadline_ms: int) -> None:
         self.deadline_ms = deadline_ms
 
-    def ask(self, to: str, msg_type: str, payload: Any = b"",
-            timeout_ms: float | None = None) -> bytes:
+    def ask(self, to: str, msg_type: str, payload: Any = b"", timeout_ms: float | None = None) -> bytes:
         """`Host.ask` within this deadline (and ``timeout_ms`` when also given)."""
         ms = self.deadline_ms
         if timeout_ms is not None:
@@ -145,8 +145,7 @@ class Host:
         """Fire and forget; returns ``"queued"``, ``"displaced-oldest"`` or ``"dropped-newest"``."""
         return _RECEIPTS[call(wit_host.tell, to, msg_type, to_bytes(payload))]
 
-    def ask(self, to: str, msg_type: str, payload: Any = b"",
-            timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS) -> bytes:
+    def ask(self, to: str, msg_type: str, payload: Any = b"", timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS) -> bytes:
         """Request and reply; returns the reply payload or raises a typed `SluiceError`.
         ``timeout_ms`` must be a positive finite number (else `InvalidArgument`, unsent)."""
         ms = _budget_ms(timeout_ms, "timeout_ms")

@@ -10,9 +10,7 @@ from sluice import _wit
 from sluice._actor import uncoded
 from sluice.errors import CODES, prefix
 
-CONTRACT = json.loads(
-    (Path(__file__).resolve().parents[3] / "wit" / "errors.json").read_text(encoding="utf-8")
-)
+CONTRACT = json.loads((Path(__file__).resolve().parents[3] / "wit" / "errors.json").read_text(encoding="utf-8"))
 
 
 def test_error_table_matches_wit_errors_json():

@@ -14,8 +14,7 @@ E = types.ErrorCode
 
 
 def actor_error(code, message, retry=None, skipped=False, overload=None):
-    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=skipped,
-                            overload=overload)
+    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=skipped, overload=overload)
 
 
 def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
@@ -43,16 +42,27 @@ def test_overloaded_keeps_scope_depth_limit(fake):
         host.ask("A/1", "x")
     e = info.value
     assert (e.scope, e.depth, e.limit) == ("host", 9, 8)
-    assert e.report() == {"type": "Overloaded", "code": "overloaded",
-                          "message": "OVERLOADED: host busy (depth=9, limit=8)",
-                          "retry_after_ms": None, "skipped": False, "scope": "host",
-                          "depth": 9, "limit": 8}
+    assert e.report() == {
+        "type": "Overloaded",
+        "code": "overloaded",
+        "message": "OVERLOADED: host busy (depth=9, limit=8)",
+        "retry_after_ms": None,
+        "skipped": False,
+        "scope": "host",
+        "depth": 9,
+        "limit": 8,
+    }
 
 
-@pytest.mark.parametrize("code,cls", [
-    (E.NOT_FOUND, sluice.NotFound), (E.INVALID_ARGUMENT, sluice.InvalidArgument),
-    (E.UNAVAILABLE, sluice.Unavailable), (E.INTERNAL, sluice.Internal),
-])
+@pytest.mark.parametrize(
+    "code,cls",
+    [
+        (E.NOT_FOUND, sluice.NotFound),
+        (E.INVALID_ARGUMENT, sluice.InvalidArgument),
+        (E.UNAVAILABLE, sluice.Unavailable),
+        (E.INTERNAL, sluice.Internal),
+    ],
+)
 def test_every_code_maps_to_its_class(fake, code, cls):
     fake.fail_with = actor_error(code, "m")
     with pytest.raises(cls):
@@ -61,8 +71,8 @@ def test_every_code_maps_to_its_class(fake, code, cls):
 
 def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
     accepted, rejected = host.outbox.dispatch(
-        '{"tenant":"default"}', "Leader/1", ["W/1", "W/2", "W/3"], b"hb", "cast",
-        "hb-key", "overwrite")
+        '{"tenant":"default"}', "Leader/1", ["W/1", "W/2", "W/3"], b"hb", "cast", "hb-key", "overwrite"
+    )
     assert (accepted, rejected) == (2, 1)
     req = fake.calls[-1][1]
     assert req.conflict == types.Conflict.OVERWRITE
@@ -87,8 +97,8 @@ def test_log_levels(fake):
 def test_handle_raising_sluice_error_returns_guest_error_not_trap(fake):
     class A(sluice.Actor):
         def handle(self, env):
-            raise sluice.ResourceExhausted("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)",
-                                           retry_after_ms=5)
+            raise sluice.ResourceExhausted("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)", retry_after_ms=5)
+
     register(A)
     env = types.Envelope(sender=None, msg_type="x", payload=b"", principal="system", deadline_ms=None)
     with pytest.raises(Err) as info:
@@ -111,6 +121,7 @@ def test_handle_plain_exception_becomes_internal_and_keeps_state(fake):
             if env.msg_type == "bare":
                 raise KeyError
             return {"n": self.n}
+
     register(A)
 
     def env(t):
@@ -134,6 +145,7 @@ def test_abort_and_memory_error_propagate_as_traps(fake):
             if env.msg_type == "oom":
                 raise MemoryError()
             sluice.abort("on purpose")
+
     register(A)
     for t, exc in (("abort", sluice.Abort), ("oom", MemoryError)):
         e = types.Envelope(sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None)
@@ -146,6 +158,7 @@ def test_handle_reply_conversions(fake):
     class A(sluice.Actor):
         def handle(self, env):
             return {"echo": env.json(), "sender": env.sender} if env.msg_type == "j" else env.text
+
     env = types.Envelope(sender="B/1", msg_type="j", payload=b'{"a":1}', principal="p", deadline_ms=7)
     assert Export().handle(env) == b'{"echo":{"a":1},"sender":"B/1"}'
     env.msg_type = "t"
@@ -154,9 +167,14 @@ def test_handle_reply_conversions(fake):
 
 def test_error_round_trip_is_lossless():
     from sluice._wit import from_wit, to_wit
+
     ov = types.OverloadInfo(scope=types.OverloadScope.ACTOR, depth=3, limit=2)
-    for rec in [actor_error(E.OVERLOADED, "o", overload=ov), actor_error(E.RESOURCE_EXHAUSTED, "r", retry=1),
-                actor_error(E.DEADLINE_EXCEEDED, "d", skipped=True), actor_error(E.INTERNAL, "i")]:
+    for rec in [
+        actor_error(E.OVERLOADED, "o", overload=ov),
+        actor_error(E.RESOURCE_EXHAUSTED, "r", retry=1),
+        actor_error(E.DEADLINE_EXCEEDED, "d", skipped=True),
+        actor_error(E.INTERNAL, "i"),
+    ]:
         assert to_wit(from_wit(rec)) == rec
 
 

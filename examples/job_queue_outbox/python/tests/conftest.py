@@ -60,8 +60,7 @@ class FakeHost:
 
 
 def actor_error(code, message, retry=None):
-    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=False,
-                            overload=None)
+    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=False, overload=None)
 
 
 @pytest.fixture
