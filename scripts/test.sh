@@ -25,6 +25,9 @@ eval "$(bash scripts/nats.sh install)"
 echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The guests: go vet/gofmt, ruff/mypy, tsc, rustfmt/clippy (wasm32), and each SDK README's
+# actor example compiled as written (~10 s warm, ~1.5 min with a cold guests/rust/target).
+bash scripts/lint-guests.sh
 
 echo "== build guests"
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
