@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Installs every toolchain `sluice build` needs for Go, Python and TypeScript guests (and the
-# Rust wasm target). Idempotent and non-interactive: a fresh CI machine runs it once, a
-# developer runs it again at no cost. After it, guest builds need no network.
+# Rust wasm target), and the Python linters of scripts/lint-guests.sh (ruff, mypy; the other
+# languages' linters come with their toolchains). Idempotent and non-interactive: a fresh CI
+# machine runs it once, a developer runs it again at no cost. After it, guest builds need no
+# network.
 #
-#   bash scripts/guest-toolchains.sh                  # python, typescript, go, rust target
+#   bash scripts/guest-toolchains.sh                  # python (+ ruff, mypy), typescript, go, rust target
 #   bash scripts/guest-toolchains.sh --with-wit-bindgen   # also the wit-bindgen CLI (~5 min),
-#                                                        # only needed to regenerate Go bindings
+#                       # to regenerate the Go bindings and to test that they are fresh
+#                       # (host/build/tests/bindings_fresh.rs; scripts/test.sh passes it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 COMPONENTIZE_PY_VERSION="0.25.1"
 WIT_BINDGEN_VERSION="0.63.0"
+# The Python linters of scripts/lint-guests.sh (settings: ruff.toml, guests/python/pyproject.toml).
+RUFF_VERSION="0.17.6"
+MYPY_VERSION="2.4.1"
 # Go 1.27 is needed by the wit-bindgen Go runtime; the go command fetches this toolchain from
 # the module proxy the first time (~76 MB, ~10 s).
 export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
@@ -19,7 +25,7 @@ with_wit_bindgen=0
 for arg in "$@"; do
   case "$arg" in
     --with-wit-bindgen) with_wit_bindgen=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +43,13 @@ else
   python3 -m pip install --quiet --disable-pip-version-check "componentize-py==${COMPONENTIZE_PY_VERSION}"
 fi
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
+if [[ "$(ruff --version 2>/dev/null || true)" == "ruff ${RUFF_VERSION}" ]] \
+  && [[ "$(mypy --version 2>/dev/null || true)" == "mypy ${MYPY_VERSION} "* ]]; then
+  say "ruff ${RUFF_VERSION}, mypy ${MYPY_VERSION}: present"
+else
+  say "installing ruff ${RUFF_VERSION}, mypy ${MYPY_VERSION}"
+  python3 -m pip install --quiet --disable-pip-version-check "ruff==${RUFF_VERSION}" "mypy==${MYPY_VERSION}"
+fi
 
 # --- TypeScript: jco, componentize-js, esbuild, typescript (pinned by package-lock.json) --
 TS_DIR="$ROOT/guests/typescript"
@@ -67,7 +80,7 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
-# --- Optional: wit-bindgen CLI, only to regenerate the committed Go bindings ---------------
+# --- Optional: wit-bindgen CLI, to regenerate (and check) the committed Go bindings ---------
 if [[ $with_wit_bindgen == 1 ]]; then
   if wit-bindgen --version 2>/dev/null | grep -q "${WIT_BINDGEN_VERSION}"; then
     say "wit-bindgen ${WIT_BINDGEN_VERSION}: present"

@@ -4,12 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=go1.27.3
 # The toolchains are installed below, so a missing one is a failure, never a skipped test
-# (tests/src/lib.rs `toolchains_required`, host/build tests).
+# (`sluice_build::toolchains_required`, the one gate every test asks).
 export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
 
 echo "== toolchains"
 rustup target add wasm32-wasip2 >/dev/null
-bash scripts/guest-toolchains.sh
+# With the pinned wit-bindgen CLI (~5 min once, then cached in ~/.cargo/bin): the freshness
+# test of the committed Go bindings (host/build/tests/bindings_fresh.rs) needs it.
+bash scripts/guest-toolchains.sh --with-wit-bindgen
 # Chromium, promtool and the console's npm packages for tests/tests/console.rs.
 bash scripts/console-deps.sh
 # A real Postgres on loopback for the outbox's Postgres tests (installs it if missing).
@@ -23,6 +25,9 @@ eval "$(bash scripts/nats.sh install)"
 echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The guests: go vet/gofmt, ruff/mypy, tsc, rustfmt/clippy (wasm32), and each SDK README's
+# actor example compiled as written (~10 s warm, ~1.5 min with a cold guests/rust/target).
+bash scripts/lint-guests.sh
 
 echo "== build guests"
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)

@@ -344,10 +344,20 @@ impl Lang {
     }
 }
 
-/// True when a missing guest toolchain must fail the test rather than skip it (CI).
-pub fn toolchains_required() -> bool {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    set("CI") || set("SLUICE_REQUIRE_GUEST_TOOLCHAINS")
+/// True when a missing guest toolchain (or Postgres) must fail the test rather than skip it:
+/// `sluice-build`'s gate, the only one (CI, or `SLUICE_REQUIRE_GUEST_TOOLCHAINS` set).
+pub use sluice_build::toolchains_required;
+
+/// Skips the calling test (it returns next), loudly: panics under [`toolchains_required`],
+/// otherwise writes `reason` to the process's stderr directly, past the test harness's output
+/// capture (which swallows `eprintln!` of a passing test), so a skip never reads as a pass.
+pub fn skip(reason: impl std::fmt::Display) {
+    assert!(
+        !toolchains_required(),
+        "not skipping under CI / SLUICE_REQUIRE_GUEST_TOOLCHAINS: {reason}"
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "*** SKIPPING: {reason} ***");
 }
 
 /// A content hash of everything a `lang` guest build reads: the language folder (SDK, testkit,
@@ -399,8 +409,8 @@ fn source_hash(lang: Lang) -> String {
 /// Builds TESTKIT guest `name` of `lang` with `sluice_build` (once per source hash: outputs are
 /// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run) and
 /// returns its path. `None` when the language's toolchain is missing and
-/// [`toolchains_required`] is false (the test then skips, saying so); under `CI=true` a missing
-/// toolchain panics with the install command.
+/// [`toolchains_required`] is false (the test then skips, saying so through [`skip`]); under
+/// the gate a missing toolchain panics with the install command.
 pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -450,19 +460,16 @@ pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
             Some(out)
         }
         Err(e @ sluice_build::BuildError::MissingToolchain { .. }) => {
-            assert!(
-                !toolchains_required(),
-                "CI requires every guest toolchain: {e}"
-            );
-            eprintln!("SKIPPED: {lang:?} guest {name} not built: {e}");
+            skip(format_args!("{lang:?} guest {name} not built: {e}"));
             None
         }
         Err(e) => panic!("building {lang:?} guest {name} failed: {e}"),
     }
 }
 
-/// Starts a host and deploys `children` built in `lang`; `None` (skip) when the language's
-/// toolchain is missing outside CI.
+/// Starts a host and deploys `children` built in `lang`; `None` (the caller returns: a loud
+/// skip) when the language's toolchain is missing and [`toolchains_required`] is false; under
+/// it a missing toolchain panics.
 pub async fn poly_host(
     cfg: HostConfig,
     lang: Lang,
@@ -562,20 +569,12 @@ pub fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
 }
 
 /// A fresh database named `NAME_PID` on the test Postgres (`SLUICE_TEST_POSTGRES_URL`, set by
-/// `eval "$(scripts/postgres.sh)"`). `None` (skip, loudly) outside CI when none is set; in CI
-/// a missing server fails.
+/// `eval "$(scripts/postgres.sh)"`). `None` (skip, loudly) when none is set and
+/// [`toolchains_required`] is false; under it (CI, `scripts/test.sh`) a missing server fails.
 pub async fn fresh_postgres_database(name: &str) -> Option<String> {
     use sqlx::Connection as _;
     let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "SLUICE_TEST_POSTGRES_URL is not set (CI): run `eval \"$(scripts/postgres.sh)\"` first"
-        );
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "*** SKIPPING: SLUICE_TEST_POSTGRES_URL is not set. Run `eval \"$(scripts/postgres.sh)\"`. ***"
-        );
+        skip("SLUICE_TEST_POSTGRES_URL is not set: run `eval \"$(scripts/postgres.sh)\"` first");
         return None;
     };
     let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();

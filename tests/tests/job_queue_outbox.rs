@@ -4,7 +4,7 @@
 //! the test with the driver's description of it.
 
 use job_queue_outbox as jq;
-use sluice_tests::{Lang, per_language, toolchains_required};
+use sluice_tests::{Lang, per_language, skip};
 
 /// One scenario at a time in this binary: several hosts on two cores would make the timing
 /// the scenarios provoke (full mailboxes, backoff before a kill) a matter of luck.
@@ -14,8 +14,8 @@ async fn scenario(lang: Lang, name: &str) {
     let _one = ONE_AT_A_TIME.lock().await;
     let l = jq::Lang::parse(lang.dir()).expect("every test language is a driver language");
     match tokio::task::block_in_place(|| jq::build(l)) {
-        Err(e) if jq::is_missing_toolchain(&e) && !toolchains_required() => {
-            eprintln!("SKIPPED: {lang:?} job_queue not built: {e:#}");
+        Err(e) if jq::is_missing_toolchain(&e) => {
+            skip(format_args!("{lang:?} job_queue not built: {e:#}"));
             return;
         }
         Err(e) => panic!("{lang:?} job_queue does not build: {e:#}"),

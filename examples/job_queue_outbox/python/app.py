@@ -42,14 +42,12 @@ class Role:
             msg = {}
         method = getattr(self, "handle_" + env.msg_type, None)
         if method is None:
-            raise sluice.InvalidArgument(
-                f"INVALID_ARGUMENT: {type(self).__name__} has no message {env.msg_type!r}")
+            raise sluice.InvalidArgument(f"INVALID_ARGUMENT: {type(self).__name__} has no message {env.msg_type!r}")
         try:
             return method(msg)
         except (KeyError, TypeError, AttributeError) as e:
             # A payload missing a field is the caller's mistake: a guest error, not a trap.
-            raise sluice.InvalidArgument(
-                f"INVALID_ARGUMENT: bad {env.msg_type!r} payload: {e!r}") from None
+            raise sluice.InvalidArgument(f"INVALID_ARGUMENT: bad {env.msg_type!r} payload: {e!r}") from None
 
 
 class Heartbeats:
@@ -79,14 +77,19 @@ class JobQueueLeader(Role):
         workers = [f"Worker/worker-{i}" for i in range(n)]
         payload = {"task": "thundering_herd", "priority": "high", "task_id": task_id}
         start = host.now_ms()
-        accepted, rejected = host.outbox.dispatch(
-            CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
+        accepted, rejected = host.outbox.dispatch(CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
         wall_ms = host.now_ms() - start
         # The very same dispatch again: a redelivery the idempotency key must absorb.
         again_accepted, again_rejected = host.outbox.dispatch(
-            CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
-        return {"targets": n, "accepted": accepted, "rejected": rejected, "wall_ms": wall_ms,
-                "redelivery": {"accepted": again_accepted, "rejected": again_rejected}}
+            CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append"
+        )
+        return {
+            "targets": n,
+            "accepted": accepted,
+            "rejected": rejected,
+            "wall_ms": wall_ms,
+            "redelivery": {"accepted": again_accepted, "rejected": again_rejected},
+        }
 
     def handle_config_wave_deploy(self, msg):
         n, version = msg.get("workers", 100), msg.get("version", "2.1.0")
@@ -96,10 +99,23 @@ class JobQueueLeader(Role):
             members = range(first, min(first + wave_size, n))
             start = host.now_ms()
             accepted, rejected = host.outbox.dispatch(
-                CTX, DISPATCHER_ID, [f"Worker/worker-{i}" for i in members],
-                {"task": "config", "version": version}, "cast", f"config-{version}", "append")
-            waves.append({"wave": wave, "targets": len(members), "accepted": accepted,
-                          "rejected": rejected, "wall_ms": host.now_ms() - start})
+                CTX,
+                DISPATCHER_ID,
+                [f"Worker/worker-{i}" for i in members],
+                {"task": "config", "version": version},
+                "cast",
+                f"config-{version}",
+                "append",
+            )
+            waves.append(
+                {
+                    "wave": wave,
+                    "targets": len(members),
+                    "accepted": accepted,
+                    "rejected": rejected,
+                    "wall_ms": host.now_ms() - start,
+                }
+            )
             total_accepted += accepted
             total_rejected += rejected
             # Every worker of the wave downloads the firmware from the wave's two-slot config
@@ -107,26 +123,42 @@ class JobQueueLeader(Role):
             for i in members:
                 worker = f"Worker/worker-{i}"
                 _, rejected = host.outbox.dispatch(
-                    CTX, DISPATCHER_ID, [f"ConfigServer/cs-{wave % 2}"],
-                    {"download": version, "worker": worker}, "cast",
-                    f"dl-{version}-{worker}", "append")
+                    CTX,
+                    DISPATCHER_ID,
+                    [f"ConfigServer/cs-{wave % 2}"],
+                    {"download": version, "worker": worker},
+                    "cast",
+                    f"dl-{version}-{worker}",
+                    "append",
+                )
                 server_rejected += rejected
-        return {"waves": waves, "total_accepted": total_accepted,
-                "total_rejected": total_rejected, "config_server_rejected": server_rejected}
+        return {
+            "waves": waves,
+            "total_accepted": total_accepted,
+            "total_rejected": total_rejected,
+            "config_server_rejected": server_rejected,
+        }
 
     def handle_send_heartbeat(self, msg):
         self.heartbeat_seq += 1
         seq = self.heartbeat_seq
         workers = [f"Worker/worker-{i}" for i in range(msg.get("workers", 100))]
         accepted, rejected = host.outbox.dispatch(
-            CTX, DISPATCHER_ID, workers, {"type": "heartbeat", "seq": seq, "cpu": 0.42},
-            "cast", HEARTBEAT_KEY, "overwrite")
+            CTX,
+            DISPATCHER_ID,
+            workers,
+            {"type": "heartbeat", "seq": seq, "cpu": 0.42},
+            "cast",
+            HEARTBEAT_KEY,
+            "overwrite",
+        )
         return {"seq": seq, "accepted": accepted, "rejected": rejected}
 
     def handle_heartbeat_burst(self, msg):
         # While this turn waits for worker-101, the heartbeats it sends pile up in our mailbox.
-        reply = host.ask("Worker/worker-101", "send_heartbeats",
-                         {"count": msg.get("count", 50), "to": LEADER}, timeout_ms=20_000)
+        reply = host.ask(
+            "Worker/worker-101", "send_heartbeats", {"count": msg.get("count", 50), "to": LEADER}, timeout_ms=20_000
+        )
         return json.loads(reply)
 
     def handle_heartbeat(self, msg):
@@ -157,12 +189,16 @@ class JobQueueLeader(Role):
                 fast += 1
             except sluice.SluiceError:
                 host.outbox.dispatch(
-                    CTX, DISPATCHER_ID, [COLLECTOR],
+                    CTX,
+                    DISPATCHER_ID,
+                    [COLLECTOR],
                     {"type": "telemetry", "seq": i, "cpu": 0.5, "mem": 0.8},
-                    "cast", f"tel-{i}", "append")
+                    "cast",
+                    f"tel-{i}",
+                    "append",
+                )
                 fallback += 1
-        return {"count": count, "fast_path_success": fast, "outbox_fallback": fallback,
-                "burst_refused": burst_refused}
+        return {"count": count, "fast_path_success": fast, "outbox_fallback": fallback, "burst_refused": burst_refused}
 
     def handle_firmware_rollout(self, msg):
         devices = [f"Device/dev-{d}" for d in range(msg.get("devices", 10))]
@@ -170,16 +206,27 @@ class JobQueueLeader(Role):
         total_accepted, total_rejected = 0, 0
         for k in range(count):
             accepted, rejected = host.outbox.dispatch(
-                CTX, DISPATCHER_ID, devices, {"firmware": k}, "call", f"fw-{k}", "append")
+                CTX, DISPATCHER_ID, devices, {"firmware": k}, "call", f"fw-{k}", "append"
+            )
             total_accepted += accepted
             total_rejected += rejected
-        return {"targets": len(devices), "messages": len(devices) * count,
-                "accepted": total_accepted, "rejected": total_rejected}
+        return {
+            "targets": len(devices),
+            "messages": len(devices) * count,
+            "accepted": total_accepted,
+            "rejected": total_rejected,
+        }
 
     def handle_poison(self, msg):
         accepted, rejected = host.outbox.dispatch(
-            CTX, DISPATCHER_ID, ["Worker/poison"], {"task": "poison", "body": "{malformed"},
-            "call", "poison-1", "append")
+            CTX,
+            DISPATCHER_ID,
+            ["Worker/poison"],
+            {"task": "poison", "body": "{malformed"},
+            "call",
+            "poison-1",
+            "append",
+        )
         return {"accepted": accepted, "rejected": rejected}
 
 
@@ -188,7 +235,7 @@ class Worker(Role):
 
     def __init__(self, config: dict):
         super().__init__(config)
-        self.tasks = {}
+        self.tasks: dict[str, int] = {}
         self.config_version = None
         self.heartbeats = Heartbeats()
         self.fixed = False
@@ -221,8 +268,14 @@ class Worker(Role):
         accepted, rejected = 0, 0
         for seq in range(1, count + 1):
             a, r = host.outbox.dispatch(
-                CTX, host.self_id(), [to], {"type": "heartbeat", "seq": seq, "cpu": 0.42},
-                "cast", HEARTBEAT_KEY, "overwrite")
+                CTX,
+                host.self_id(),
+                [to],
+                {"type": "heartbeat", "seq": seq, "cpu": 0.42},
+                "cast",
+                HEARTBEAT_KEY,
+                "overwrite",
+            )
             accepted += a
             rejected += r
         return {"sent": count, "accepted": accepted, "rejected": rejected}
@@ -232,8 +285,7 @@ class Worker(Role):
         return {"ok": True}
 
     def handle_state(self, msg):
-        return {"tasks": self.tasks, "config_version": self.config_version,
-                "heartbeats": self.heartbeats.seqs}
+        return {"tasks": self.tasks, "config_version": self.config_version, "heartbeats": self.heartbeats.seqs}
 
 
 class ConfigServer(Role):
@@ -242,7 +294,7 @@ class ConfigServer(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.work_ms = int(config.get("work_ms", 2))
-        self.served = []
+        self.served: list[str] = []
 
     def handle_dispatch(self, msg):
         busy_wait(self.work_ms)
@@ -260,8 +312,8 @@ class TelemetryCollector(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.work_ms = int(config.get("work_ms", 1))
-        self.telemetry = []
-        self._seen = set()
+        self.telemetry: list[int] = []
+        self._seen: set[int] = set()
         self.bursts = 0
 
     def handle_process(self, msg):
@@ -288,13 +340,14 @@ class Device(Role):
     def __init__(self, config: dict):
         super().__init__(config)
         self.online = bool(config.get("online", True))
-        self.firmware = []
+        self.firmware: list[int] = []
 
     def handle_dispatch(self, msg):
         if not self.online:
             # "Come back in a second": the relay backs off at least retry_after_ms.
             raise sluice.ResourceExhausted(
-                "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)", retry_after_ms=1000)
+                "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)", retry_after_ms=1000
+            )
         if msg["firmware"] not in self.firmware:
             self.firmware.append(msg["firmware"])
         return {"ok": True}

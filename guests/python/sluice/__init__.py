@@ -1,12 +1,12 @@
 """Sluice guest SDK for Python: write an actor, build it with `sluice build`.
 
-    import sluice
-    from sluice import host
+import sluice
+from sluice import host
 
-    @sluice.register
-    class Echo(sluice.Actor):
-        def handle(self, env):
-            return env.payload
+@sluice.register
+class Echo(sluice.Actor):
+    def handle(self, env):
+        return env.payload
 """
 
 from ._actor import Abort, Actor, Envelope, abort, actor, register
@@ -23,8 +23,22 @@ from .errors import (
 )
 
 __all__ = [
-    "Actor", "Envelope", "actor", "register", "abort", "Abort", "host", "to_bytes",
-    "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE",
-    "SluiceError", "ResourceExhausted", "DeadlineExceeded", "Overloaded", "NotFound",
-    "InvalidArgument", "Unavailable", "Internal",
+    "DEFAULT_ASK_TIMEOUT_MS",
+    "DEFAULT_DISPATCH_MSG_TYPE",
+    "Abort",
+    "Actor",
+    "DeadlineExceeded",
+    "Envelope",
+    "Internal",
+    "InvalidArgument",
+    "NotFound",
+    "Overloaded",
+    "ResourceExhausted",
+    "SluiceError",
+    "Unavailable",
+    "abort",
+    "actor",
+    "host",
+    "register",
+    "to_bytes",
 ]

@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NoReturn, Optional, Protocol
+from typing import Any, NoReturn, Protocol
 
 from ._host import to_bytes
 from ._wit import Err, to_wit
 from .errors import Internal, SluiceError
 
-__all__ = ["Actor", "Envelope", "register", "actor", "registered", "uncoded", "abort", "Abort", "Export", "turn", "Handler"]
+__all__ = [
+    "Abort",
+    "Actor",
+    "Envelope",
+    "Export",
+    "Handler",
+    "abort",
+    "actor",
+    "register",
+    "registered",
+    "turn",
+    "uncoded",
+]
 
 
 @dataclass
 class Envelope:
     """One message as the actor receives it."""
 
-    sender: Optional[str]
+    sender: str | None
     msg_type: str
     payload: bytes
     principal: str
-    deadline_ms: Optional[int]
+    deadline_ms: int | None
 
     @property
     def text(self) -> str:
@@ -48,20 +60,22 @@ class Actor:
     state. `sluice.abort()`, ``MemoryError`` and other non-``Exception`` errors trap.
     """
 
-    def init(self, config: str) -> None:  # noqa: D401 - WIT name
+    def init(self, config: str) -> None:
         self.config = config
 
     def handle(self, env: Envelope) -> Any:
         raise NotImplementedError("override Actor.handle")
 
 
-_registered: Optional[Any] = None
+_registered: Any | None = None
 
 
 def register(actor_or_class: Any) -> Any:
     """Register the actor (a class, instantiated once, or an instance). Usable as a decorator."""
     global _registered
-    _registered = actor_or_class() if isinstance(actor_or_class, type) else actor_or_class
+    _registered = (
+        actor_or_class() if isinstance(actor_or_class, type) else actor_or_class
+    )
     return actor_or_class
 
 
@@ -70,7 +84,9 @@ actor = register
 
 def registered() -> Any:
     if _registered is None:
-        raise RuntimeError("no actor registered: call sluice.register(MyActor) in app.py")
+        raise RuntimeError(
+            "no actor registered: call sluice.register(MyActor) in app.py"
+        )
     return _registered
 
 
@@ -106,7 +122,9 @@ class Export:
             raise Err(to_wit(uncoded(e))) from None
 
     def handle(self, env: Any) -> bytes:
-        e = Envelope(env.sender, env.msg_type, bytes(env.payload), env.principal, env.deadline_ms)
+        e = Envelope(
+            env.sender, env.msg_type, bytes(env.payload), env.principal, env.deadline_ms
+        )
         try:
             return turn(registered(), e)
         except SluiceError as err:
@@ -123,5 +141,5 @@ def turn(target: Handler, env: Envelope) -> bytes:
         raise
     except MemoryError:
         raise  # a trap: the host reports its memory limit (RESOURCE_EXHAUSTED)
-    except Exception as err:  # noqa: BLE001 - the contract: uncoded means INTERNAL
+    except Exception as err:
         raise uncoded(err) from err

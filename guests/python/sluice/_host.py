@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from . import _wit
 from ._wit import call, wit_bus, wit_host, wit_outbox, wit_types
 from .errors import InvalidArgument
 
-__all__ = ["host", "Call", "to_bytes", "DEFAULT_ASK_TIMEOUT_MS", "DEFAULT_DISPATCH_MSG_TYPE"]
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT_MS",
+    "DEFAULT_DISPATCH_MSG_TYPE",
+    "Call",
+    "host",
+    "to_bytes",
+]
 
 #: `ask` deadline when the caller gives none (the host may tighten it further).
 DEFAULT_ASK_TIMEOUT_MS = 5000
@@ -22,11 +29,20 @@ _RECEIPTS = {
     wit_types.TellReceipt.DISPLACED_OLDEST: "displaced-oldest",
     wit_types.TellReceipt.DROPPED_NEWEST: "dropped-newest",
 }
-_PATHS = {wit_types.DeliveryPath.DIRECT: "direct", wit_types.DeliveryPath.OUTBOX: "outbox"}
-_MODES = {"": wit_types.DispatchMode.CAST, "cast": wit_types.DispatchMode.CAST,
-          "call": wit_types.DispatchMode.CALL}
-_CONFLICTS = {"": wit_types.Conflict.APPEND, "append": wit_types.Conflict.APPEND,
-              "overwrite": wit_types.Conflict.OVERWRITE}
+_PATHS = {
+    wit_types.DeliveryPath.DIRECT: "direct",
+    wit_types.DeliveryPath.OUTBOX: "outbox",
+}
+_MODES = {
+    "": wit_types.DispatchMode.CAST,
+    "cast": wit_types.DispatchMode.CAST,
+    "call": wit_types.DispatchMode.CALL,
+}
+_CONFLICTS = {
+    "": wit_types.Conflict.APPEND,
+    "append": wit_types.Conflict.APPEND,
+    "overwrite": wit_types.Conflict.OVERWRITE,
+}
 _LEVELS = {
     "trace": wit_types.LogLevel.TRACE,
     "debug": wit_types.LogLevel.DEBUG,
@@ -62,11 +78,15 @@ def _enum(table: dict[str, Any], value: Any, what: str) -> Any:
 def _budget_ms(value: Any, what: str) -> int:
     """A per-call budget: a positive finite number of milliseconds (fractions round up),
     else `InvalidArgument` — raised before anything is sent."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or value <= 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise InvalidArgument(
-            f"INVALID_ARGUMENT: {what} must be a positive finite number of milliseconds, "
-            f"got {value!r}")
+            f"INVALID_ARGUMENT: {what} must be a positive finite number of milliseconds, got {value!r}"
+        )
     return max(1, math.ceil(value))
 
 
@@ -79,8 +99,13 @@ class Call:
     def __init__(self, deadline_ms: int) -> None:
         self.deadline_ms = deadline_ms
 
-    def ask(self, to: str, msg_type: str, payload: Any = b"",
-            timeout_ms: Optional[float] = None) -> bytes:
+    def ask(
+        self,
+        to: str,
+        msg_type: str,
+        payload: Any = b"",
+        timeout_ms: float | None = None,
+    ) -> bytes:
         """`Host.ask` within this deadline (and ``timeout_ms`` when also given)."""
         ms = self.deadline_ms
         if timeout_ms is not None:
@@ -102,9 +127,9 @@ class Outbox:
         conflict: str = "append",
         *,
         msg_type: str = DEFAULT_DISPATCH_MSG_TYPE,
-        sequence_number: Optional[int] = None,
-        ttl_ms: Optional[int] = None,
-    ) -> Tuple[int, int]:
+        sequence_number: int | None = None,
+        ttl_ms: int | None = None,
+    ) -> tuple[int, int]:
         """Durable fan-out; returns ``(accepted, rejected)``."""
         req = wit_types.DispatchRequest(
             context=ctx or "",
@@ -144,8 +169,13 @@ class Host:
         """Fire and forget; returns ``"queued"``, ``"displaced-oldest"`` or ``"dropped-newest"``."""
         return _RECEIPTS[call(wit_host.tell, to, msg_type, to_bytes(payload))]
 
-    def ask(self, to: str, msg_type: str, payload: Any = b"",
-            timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS) -> bytes:
+    def ask(
+        self,
+        to: str,
+        msg_type: str,
+        payload: Any = b"",
+        timeout_ms: int = DEFAULT_ASK_TIMEOUT_MS,
+    ) -> bytes:
         """Request and reply; returns the reply payload or raises a typed `SluiceError`.
         ``timeout_ms`` must be a positive finite number (else `InvalidArgument`, unsent)."""
         ms = _budget_ms(timeout_ms, "timeout_ms")
@@ -167,7 +197,7 @@ class Host:
     def now_ms(self) -> int:
         return wit_host.now_ms()
 
-    def log(self, level: str, msg: Optional[str] = None) -> None:
+    def log(self, level: str, msg: str | None = None) -> None:
         """``log("info", "text")``; ``log("text")`` logs at info."""
         if msg is None:
             level, msg = "info", level

@@ -19,7 +19,9 @@ from typing import Any, ParamSpec, TypeVar
 
 try:
     import componentize_py_types  # noqa: F401  probe only: the bindings of a component
-except ModuleNotFoundError:  # plain CPython: the committed copy (see the module docstring)
+except (
+    ModuleNotFoundError
+):  # plain CPython: the committed copy (see the module docstring)
     sys.path.append(str(Path(__file__).resolve().parent / "_bindings"))
 
 from componentize_py_types import Err
@@ -30,7 +32,16 @@ from wit_world.imports import types as wit_types
 
 from .errors import CODES, Internal, SluiceError
 
-__all__ = ["Err", "wit_bus", "wit_host", "wit_outbox", "wit_types", "from_wit", "to_wit", "call"]
+__all__ = [
+    "Err",
+    "call",
+    "from_wit",
+    "to_wit",
+    "wit_bus",
+    "wit_host",
+    "wit_outbox",
+    "wit_types",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,7 +79,9 @@ def to_wit(err: SluiceError) -> Any:
     overload = None
     if err.scope is not None or err.depth is not None or err.limit is not None:
         overload = wit_types.OverloadInfo(
-            scope=_SCOPE_TO_WIT.get(err.scope or "actor", wit_types.OverloadScope.ACTOR),
+            scope=_SCOPE_TO_WIT.get(
+                err.scope or "actor", wit_types.OverloadScope.ACTOR
+            ),
             depth=int(err.depth or 0),
             limit=int(err.limit or 0),
         )

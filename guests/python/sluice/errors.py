@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
-    "SluiceError",
-    "ResourceExhausted",
-    "DeadlineExceeded",
-    "Overloaded",
-    "NotFound",
-    "InvalidArgument",
-    "Unavailable",
-    "Internal",
     "CODES",
+    "DeadlineExceeded",
+    "Internal",
+    "InvalidArgument",
+    "NotFound",
+    "Overloaded",
+    "ResourceExhausted",
+    "SluiceError",
+    "Unavailable",
     "prefix",
 ]
 
@@ -40,11 +40,11 @@ class SluiceError(Exception):
         self,
         message: str = "",
         *,
-        retry_after_ms: Optional[int] = None,
+        retry_after_ms: int | None = None,
         skipped: bool = False,
-        scope: Optional[str] = None,
-        depth: Optional[int] = None,
-        limit: Optional[int] = None,
+        scope: str | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message

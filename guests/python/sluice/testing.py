@@ -42,7 +42,10 @@ _RECEIPTS = {
     "displaced-oldest": wit_types.TellReceipt.DISPLACED_OLDEST,
     "dropped-newest": wit_types.TellReceipt.DROPPED_NEWEST,
 }
-_PATHS = {"direct": wit_types.DeliveryPath.DIRECT, "outbox": wit_types.DeliveryPath.OUTBOX}
+_PATHS = {
+    "direct": wit_types.DeliveryPath.DIRECT,
+    "outbox": wit_types.DeliveryPath.OUTBOX,
+}
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,9 @@ class FakeHost:
 
     def _require_installed(self) -> None:
         if not self._saved:
-            raise RuntimeError("FakeHost is not installed: use `with FakeHost() as fake:`")
+            raise RuntimeError(
+                "FakeHost is not installed: use `with FakeHost() as fake:`"
+            )
 
     def _record(self, call: Call) -> None:
         self.calls.append(call)
@@ -182,7 +187,9 @@ class FakeHost:
     def _ask(self, to: str, msg_type: str, payload: bytes, timeout_ms: int) -> bytes:
         self._record(Call("ask", to, msg_type, bytes(payload), timeout_ms=timeout_ms))
         reply = self.ask_reply
-        return reply if isinstance(reply, bytes) else reply(to, msg_type, bytes(payload))
+        return (
+            reply if isinstance(reply, bytes) else reply(to, msg_type, bytes(payload))
+        )
 
     def _schedule(self, delay_ms: int, msg_type: str, payload: bytes) -> None:
         self._record(Call("schedule", "", msg_type, bytes(payload), delay_ms=delay_ms))
@@ -197,11 +204,15 @@ class FakeHost:
         self.logs.append((level.name.lower(), msg))
 
     def _dispatch(self, req: wit_types.DispatchRequest) -> wit_types.DispatchResult:
-        self._record(Call("dispatch", "", req.msg_type, bytes(req.payload), request=req))
+        self._record(
+            Call("dispatch", "", req.msg_type, bytes(req.payload), request=req)
+        )
         accepted, rejected = self.dispatch_result or (len(req.targets), 0)
         return wit_types.DispatchResult(accepted=accepted, rejected=rejected)
 
-    def _tell_reliable(self, to: str, msg_type: str, payload: bytes) -> wit_types.DeliveryPath:
+    def _tell_reliable(
+        self, to: str, msg_type: str, payload: bytes
+    ) -> wit_types.DeliveryPath:
         self._record(Call("tell_reliable", to, msg_type, bytes(payload)))
         return _PATHS[self.delivery_path]
 

@@ -21,4 +21,6 @@ class MyActor(sluice.Actor):
                 return {"busy": True, "retry_after_ms": e.retry_after_ms}
             return reply
         # Errors read `CODE: detail` (wit/errors.json); any other exception is INTERNAL.
-        raise sluice.InvalidArgument(f"INVALID_ARGUMENT: unknown msg-type {env.msg_type!r}")
+        raise sluice.InvalidArgument(
+            f"INVALID_ARGUMENT: unknown msg-type {env.msg_type!r}"
+        )

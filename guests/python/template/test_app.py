@@ -24,11 +24,18 @@ def test_forward_asks_the_worker_and_reports_a_full_mailbox() -> None:
         actor = MyActor()
         actor.init("{}")
         assert fake.handle(actor, "forward", b'{"job":1}') == b'{"done":true}'
-        assert fake.calls == [Call("ask", "Worker/1", "process", b'{"job":1}', timeout_ms=2000)]
+        assert fake.calls == [
+            Call("ask", "Worker/1", "process", b'{"job":1}', timeout_ms=2000)
+        ]
 
-        fake.fail_next(sluice.ResourceExhausted(
-            "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", retry_after_ms=7))
-        assert fake.handle(actor, "forward", b"{}") == b'{"busy":true,"retry_after_ms":7}'
+        fake.fail_next(
+            sluice.ResourceExhausted(
+                "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", retry_after_ms=7
+            )
+        )
+        assert (
+            fake.handle(actor, "forward", b"{}") == b'{"busy":true,"retry_after_ms":7}'
+        )
 
 
 def test_unknown_types_are_invalid_argument() -> None:

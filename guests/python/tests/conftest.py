@@ -12,6 +12,11 @@ from sluice.testing import FakeHost
 @pytest.fixture
 def fake() -> Iterator[FakeHost]:
     # The SDK tests' own defaults; a user's tests get FakeHost()'s.
-    with FakeHost(self_id="Echo/1", now_ms=1234, ask_reply=b"pong", delivery_path="outbox",
-                  dispatch_result=(2, 1)) as f:
+    with FakeHost(
+        self_id="Echo/1",
+        now_ms=1234,
+        ask_reply=b"pong",
+        delivery_path="outbox",
+        dispatch_result=(2, 1),
+    ) as f:
         yield f

@@ -11,7 +11,9 @@ from sluice._actor import uncoded
 from sluice.errors import CODES, prefix
 
 CONTRACT = json.loads(
-    (Path(__file__).resolve().parents[3] / "wit" / "errors.json").read_text(encoding="utf-8")
+    (Path(__file__).resolve().parents[3] / "wit" / "errors.json").read_text(
+        encoding="utf-8"
+    )
 )
 
 
@@ -20,7 +22,9 @@ def test_error_table_matches_wit_errors_json():
     got = [(code, prefix(code), cls.__name__) for code, cls in CODES.items()]
     assert got == want
     # The generated WIT enum, in its order, maps to the same codes.
-    assert [_wit._CODE_TO_NAME[c] for c in types.ErrorCode] == [r["code"] for r in CONTRACT["codes"]]
+    assert [_wit._CODE_TO_NAME[c] for c in types.ErrorCode] == [
+        r["code"] for r in CONTRACT["codes"]
+    ]
     for code, cls in CODES.items():
         assert cls("x").code == code
 

@@ -1,9 +1,6 @@
 """Unit tests of the Python SDK against the real generated types and a fake host."""
 
-import shutil
-import subprocess
-import filecmp
-from pathlib import Path
+from typing import Any
 
 import pytest
 from componentize_py_types import Err
@@ -18,8 +15,13 @@ E = types.ErrorCode
 
 
 def actor_error(code, message, retry=None, skipped=False, overload=None):
-    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=skipped,
-                            overload=overload)
+    return types.ActorError(
+        code=code,
+        message=message,
+        retry_after_ms=retry,
+        skipped=skipped,
+        overload=overload,
+    )
 
 
 def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
@@ -33,7 +35,11 @@ def test_full_mailbox_raises_resource_exhausted_with_exact_message(fake):
 
 
 def test_deadline_exceeded_keeps_skipped(fake):
-    fake.fail_next(actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out", skipped=True))
+    fake.fail_next(
+        actor_error(
+            E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out", skipped=True
+        )
+    )
     with pytest.raises(sluice.DeadlineExceeded) as info:
         host.ask("Slow/1", "work", {"n": 1}, timeout_ms=10)
     assert info.value.skipped is True
@@ -42,21 +48,36 @@ def test_deadline_exceeded_keeps_skipped(fake):
 
 def test_overloaded_keeps_scope_depth_limit(fake):
     ov = types.OverloadInfo(scope=types.OverloadScope.HOST, depth=9, limit=8)
-    fake.fail_next(actor_error(E.OVERLOADED, "OVERLOADED: host busy (depth=9, limit=8)", overload=ov))
+    fake.fail_next(
+        actor_error(
+            E.OVERLOADED, "OVERLOADED: host busy (depth=9, limit=8)", overload=ov
+        )
+    )
     with pytest.raises(sluice.Overloaded) as info:
         host.ask("A/1", "x")
     e = info.value
     assert (e.scope, e.depth, e.limit) == ("host", 9, 8)
-    assert e.report() == {"type": "Overloaded", "code": "overloaded",
-                          "message": "OVERLOADED: host busy (depth=9, limit=8)",
-                          "retry_after_ms": None, "skipped": False, "scope": "host",
-                          "depth": 9, "limit": 8}
+    assert e.report() == {
+        "type": "Overloaded",
+        "code": "overloaded",
+        "message": "OVERLOADED: host busy (depth=9, limit=8)",
+        "retry_after_ms": None,
+        "skipped": False,
+        "scope": "host",
+        "depth": 9,
+        "limit": 8,
+    }
 
 
-@pytest.mark.parametrize("code,cls", [
-    (E.NOT_FOUND, sluice.NotFound), (E.INVALID_ARGUMENT, sluice.InvalidArgument),
-    (E.UNAVAILABLE, sluice.Unavailable), (E.INTERNAL, sluice.Internal),
-])
+@pytest.mark.parametrize(
+    "code,cls",
+    [
+        (E.NOT_FOUND, sluice.NotFound),
+        (E.INVALID_ARGUMENT, sluice.InvalidArgument),
+        (E.UNAVAILABLE, sluice.Unavailable),
+        (E.INTERNAL, sluice.Internal),
+    ],
+)
 def test_every_code_maps_to_its_class(fake, code, cls):
     fake.fail_next(actor_error(code, "m"))
     with pytest.raises(cls):
@@ -65,8 +86,14 @@ def test_every_code_maps_to_its_class(fake, code, cls):
 
 def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
     accepted, rejected = host.outbox.dispatch(
-        '{"tenant":"default"}', "Leader/1", ["W/1", "W/2", "W/3"], b"hb", "cast",
-        "hb-key", "overwrite")
+        '{"tenant":"default"}',
+        "Leader/1",
+        ["W/1", "W/2", "W/3"],
+        b"hb",
+        "cast",
+        "hb-key",
+        "overwrite",
+    )
     assert (accepted, rejected) == (2, 1)
     req = fake.calls[-1].request
     assert req is not None
@@ -80,7 +107,10 @@ def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
 def test_tell_and_tell_reliable_return_names(fake):
     assert host.tell("A/1", "t", "x") == "queued"
     assert host.outbox.tell_reliable("A/1", "t", "x") == "outbox"
-    assert fake.calls == [Call("tell", "A/1", "t", b"x"), Call("tell_reliable", "A/1", "t", b"x")]
+    assert fake.calls == [
+        Call("tell", "A/1", "t", b"x"),
+        Call("tell_reliable", "A/1", "t", b"x"),
+    ]
 
 
 def test_log_levels(fake):
@@ -93,10 +123,14 @@ def test_log_levels(fake):
 def test_handle_raising_sluice_error_returns_guest_error_not_trap(fake):
     class A(sluice.Actor):
         def handle(self, env):
-            raise sluice.ResourceExhausted("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)",
-                                           retry_after_ms=5)
+            raise sluice.ResourceExhausted(
+                "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=5)", retry_after_ms=5
+            )
+
     register(A)
-    env = types.Envelope(sender=None, msg_type="x", payload=b"", principal="system", deadline_ms=None)
+    env = types.Envelope(
+        sender=None, msg_type="x", payload=b"", principal="system", deadline_ms=None
+    )
     with pytest.raises(Err) as info:
         Export().handle(env)
     got = info.value.value
@@ -117,10 +151,13 @@ def test_handle_plain_exception_becomes_internal_and_keeps_state(fake):
             if env.msg_type == "bare":
                 raise KeyError
             return {"n": self.n}
+
     register(A)
 
     def env(t):
-        return types.Envelope(sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None)
+        return types.Envelope(
+            sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None
+        )
 
     with pytest.raises(Err) as exc:
         Export().handle(env("boom"))
@@ -140,9 +177,12 @@ def test_abort_and_memory_error_propagate_as_traps(fake):
             if env.msg_type == "oom":
                 raise MemoryError()
             sluice.abort("on purpose")
+
     register(A)
     for t, exc in (("abort", sluice.Abort), ("oom", MemoryError)):
-        e = types.Envelope(sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None)
+        e = types.Envelope(
+            sender=None, msg_type=t, payload=b"", principal="p", deadline_ms=None
+        )
         with pytest.raises(exc):
             Export().handle(e)
 
@@ -151,8 +191,15 @@ def test_handle_reply_conversions(fake):
     @sluice.register
     class A(sluice.Actor):
         def handle(self, env):
-            return {"echo": env.json(), "sender": env.sender} if env.msg_type == "j" else env.text
-    env = types.Envelope(sender="B/1", msg_type="j", payload=b'{"a":1}', principal="p", deadline_ms=7)
+            return (
+                {"echo": env.json(), "sender": env.sender}
+                if env.msg_type == "j"
+                else env.text
+            )
+
+    env = types.Envelope(
+        sender="B/1", msg_type="j", payload=b'{"a":1}', principal="p", deadline_ms=7
+    )
     assert Export().handle(env) == b'{"echo":{"a":1},"sender":"B/1"}'
     env.msg_type = "t"
     assert Export().handle(env) == b'{"a":1}'
@@ -160,25 +207,18 @@ def test_handle_reply_conversions(fake):
 
 def test_error_round_trip_is_lossless():
     from sluice._wit import from_wit, to_wit
+
     ov = types.OverloadInfo(scope=types.OverloadScope.ACTOR, depth=3, limit=2)
-    for rec in [actor_error(E.OVERLOADED, "o", overload=ov), actor_error(E.RESOURCE_EXHAUSTED, "r", retry=1),
-                actor_error(E.DEADLINE_EXCEEDED, "d", skipped=True), actor_error(E.INTERNAL, "i")]:
+    for rec in [
+        actor_error(E.OVERLOADED, "o", overload=ov),
+        actor_error(E.RESOURCE_EXHAUSTED, "r", retry=1),
+        actor_error(E.DEADLINE_EXCEEDED, "d", skipped=True),
+        actor_error(E.INTERNAL, "i"),
+    ]:
         assert to_wit(from_wit(rec)) == rec
 
 
-@pytest.mark.skipif(shutil.which("componentize-py") is None, reason="componentize-py not installed")
-def test_committed_bindings_match_the_wit(tmp_path):
-    root = Path(__file__).resolve().parents[3]
-    subprocess.run(["componentize-py", "-d", str(root / "wit"), "-w", "actor-world", "bindings",
-                    str(tmp_path)], check=True, capture_output=True)
-    committed = Path(__file__).resolve().parents[1] / "sluice" / "_bindings" / "wit_world"
-    cmp = filecmp.dircmp(committed, tmp_path / "wit_world")
-    def diffs(c):
-        out = c.left_only + c.right_only + c.diff_files
-        for sub in c.subdirs.values():
-            out += diffs(sub)
-        return out
-    assert [d for d in diffs(cmp) if d != "__pycache__"] == []
+# The committed bindings' freshness: host/build/tests/bindings_fresh.rs (run in CI).
 
 
 def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake):
@@ -190,7 +230,17 @@ def test_with_deadline_tightens_ask_and_refuses_bad_budgets_before_sending(fake)
     host.with_(deadline_ms=250).ask("W/1", "process", b"x", timeout_ms=5000)
     assert fake.calls[-1].timeout_ms == 250
     sent = len(fake.calls)
-    for bad in (0, -5, float("nan"), float("inf"), "250", None, True):
+    # Deliberately ill-typed: what an untyped caller may pass.
+    bad_budgets: tuple[Any, ...] = (
+        0,
+        -5,
+        float("nan"),
+        float("inf"),
+        "250",
+        None,
+        True,
+    )
+    for bad in bad_budgets:
         with pytest.raises(sluice.InvalidArgument) as e:
             host.with_(deadline_ms=bad).ask("W/1", "process", b"x")
         assert "positive finite" in str(e.value)
@@ -209,8 +259,10 @@ def test_fake_host_handle_runs_a_turn_as_the_caller_sees_it():
 
     with FakeHost() as fake:
         fake.advance(5)
-        assert fake.handle(A(), "j", {"a": 1}, sender="B/1") == \
-            b'{"me":"MyActor/1","at":1005,"got":{"a":1}}'
+        assert (
+            fake.handle(A(), "j", {"a": 1}, sender="B/1")
+            == b'{"me":"MyActor/1","at":1005,"got":{"a":1}}'
+        )
         assert fake.logs == [("info", "from B/1")]
         with pytest.raises(sluice.Internal) as info:
             fake.handle(A(), "boom")
@@ -220,8 +272,10 @@ def test_fake_host_handle_runs_a_turn_as_the_caller_sees_it():
 
 def test_fake_host_scripted_errors_arrive_typed_one_call_each():
     with FakeHost() as fake:
-        fake.fail_next(sluice.Overloaded("OVERLOADED: busy", scope="actor", depth=7, limit=5),
-                       sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", retry_after_ms=3))
+        fake.fail_next(
+            sluice.Overloaded("OVERLOADED: busy", scope="actor", depth=7, limit=5),
+            sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", retry_after_ms=3),
+        )
         with pytest.raises(sluice.Overloaded) as ov:
             host.tell("W/1", "job", b"1")
         assert (ov.value.scope, ov.value.depth, ov.value.limit) == ("actor", 7, 5)

@@ -1,4 +1,5 @@
 /// <reference path="../types/generated/actor-world.d.ts" />
+/// <reference path="./starlingmonkey.d.ts" />
 /**
  * Sluice guest SDK for TypeScript.
  *

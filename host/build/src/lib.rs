@@ -28,6 +28,24 @@ pub use error::{BuildError, Result};
 /// The command that installs every guest toolchain, quoted in [`BuildError::MissingToolchain`].
 pub const INSTALL_COMMAND: &str = "bash scripts/guest-toolchains.sh";
 
+/// The variable `scripts/test.sh` sets once it has installed every guest toolchain.
+pub const REQUIRE_TOOLCHAINS_ENV: &str = "SLUICE_REQUIRE_GUEST_TOOLCHAINS";
+
+/// Whether a missing guest toolchain (or anything else the test command installs) must fail a
+/// test instead of skipping it: true when `CI` or [`REQUIRE_TOOLCHAINS_ENV`] is set to anything
+/// but empty, `0` or `false`. The only such gate: `sluice-build`'s tests and `sluice-tests`
+/// both ask it, so no test skips in CI what another one fails on.
+pub fn toolchains_required() -> bool {
+    ["CI", REQUIRE_TOOLCHAINS_ENV]
+        .iter()
+        .any(|k| truthy(std::env::var(k).ok().as_deref()))
+}
+
+/// `Some` value other than empty, `0` or `false` (any case).
+fn truthy(v: Option<&str>) -> bool {
+    v.is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 /// Which JavaScript engine a TypeScript component embeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum JsBackend {
@@ -194,4 +212,19 @@ fn repo_root(dir: &Path, opts: &BuildOptions) -> Result<PathBuf> {
     Err(BuildError::RepoNotFound {
         from: dir.to_path_buf(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truthy;
+
+    #[test]
+    fn only_a_set_value_other_than_empty_zero_or_false_requires_toolchains() {
+        for v in ["1", "true", "yes", "TRUE"] {
+            assert!(truthy(Some(v)), "{v}");
+        }
+        for v in [None, Some(""), Some("0"), Some("false"), Some("False")] {
+            assert!(!truthy(v), "{v:?}");
+        }
+    }
 }

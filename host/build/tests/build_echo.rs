@@ -1,10 +1,13 @@
 //! Builds the TESTKIT `echo` guest in every language and checks that each result is a Sluice
 //! actor component: it exports `sluice:actor/actor@0.1.0` and imports only `sluice:actor/*`
 //! and WASI. A missing toolchain skips its language with the install hint, unless
-//! `SLUICE_REQUIRE_GUEST_TOOLCHAINS=1` (CI after `scripts/guest-toolchains.sh`) makes it fail.
+//! [`sluice_build::toolchains_required`] (CI, or `scripts/test.sh` after
+//! `scripts/guest-toolchains.sh`) makes it fail.
 //!
 //! Each built component is then run under node by `guests/typescript/tools/smoke/smoke.mjs`
 //! (jco transpile + a fake host), which drives the TESTKIT table through the real component.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,20 +29,31 @@ fn out_dir(name: &str) -> PathBuf {
     d
 }
 
-/// Runs the smoke runner on a built TESTKIT component; skipped without node/node_modules.
+/// Runs the smoke runner on a built TESTKIT component; skipped (loudly, and only outside the
+/// gate) without node or `guests/typescript/node_modules`.
 fn smoke(component: &Path, guest: &str) {
     let sdk = repo().join("guests/typescript");
     if !sdk.join("node_modules/@bytecodealliance/jco").is_dir() {
-        eprintln!("skipping smoke run: guests/typescript/node_modules missing");
+        common::skip(format_args!(
+            "smoke run of {}: guests/typescript/node_modules missing ({})",
+            component.display(),
+            sluice_build::INSTALL_COMMAND
+        ));
         return;
     }
-    let out = Command::new("node")
+    let out = match Command::new("node")
         .arg("--experimental-wasm-extended-const")
         .arg(sdk.join("tools/smoke/smoke.mjs"))
         .arg(component)
         .args(["--guest", guest])
         .output()
-        .expect("node runs");
+    {
+        Ok(out) => out,
+        Err(e) => {
+            common::skip(format_args!("smoke run: cannot run node: {e}"));
+            return;
+        }
+    };
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -120,11 +134,7 @@ fn build_guest(lang_dir: &str, guest: &str, language: Language, opts: BuildOptio
                 smoke(&out.component, guest);
             }
         }
-        Err(e @ BuildError::MissingToolchain { .. })
-            if std::env::var("SLUICE_REQUIRE_GUEST_TOOLCHAINS").as_deref() != Ok("1") =>
-        {
-            eprintln!("skipping {name}: {e}");
-        }
+        Err(e @ BuildError::MissingToolchain { .. }) => common::skip(format_args!("{name}: {e}")),
         Err(e) => panic!("{name}: {e}"),
     }
 }

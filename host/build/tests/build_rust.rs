@@ -2,6 +2,8 @@
 //! artifact copied out. Uses a dependency-free cdylib (no WIT exports, so validation is off);
 //! the real Rust test guests live in guests/rust and are built the same way.
 
+mod common;
+
 use std::path::Path;
 
 use sluice_build::{BuildError, BuildOptions, Language, build, detect, inspect};
@@ -32,7 +34,7 @@ fn rust_folder_builds_with_cargo_for_wasm32_wasip2() {
             let bytes = std::fs::read(&out.component).unwrap();
             inspect(&bytes).expect("wasm32-wasip2 output is a component");
         }
-        Err(e @ BuildError::MissingToolchain { .. }) => eprintln!("skipping: {e}"),
+        Err(e @ BuildError::MissingToolchain { .. }) => common::skip(e),
         Err(e) => panic!("{e}"),
     }
 }

@@ -1,6 +1,5 @@
-"""Runs app.py on plain CPython: the SDK's committed bindings (guests/python/sluice/_bindings,
-put on the path by importing `sluice`) give the real generated types; the WIT import functions
-are replaced by a fake host."""
+"""Runs app.py on plain CPython: the SDK's committed bindings (guests/python/sluice/_bindings)
+give the real generated types; the WIT import functions are replaced by a fake host."""
 
 import sys
 from pathlib import Path
@@ -9,12 +8,11 @@ import pytest
 
 APP = Path(__file__).resolve().parents[1]
 REPO = APP.parents[2]
-for p in (REPO / "guests" / "python", APP):
+for p in (REPO / "guests" / "python" / "sluice" / "_bindings", REPO / "guests" / "python", APP):
     sys.path.insert(0, str(p))
 
-import sluice  # noqa: E402,F401  first: it puts the committed bindings on the path
-from componentize_py_types import Err  # noqa: E402
-from wit_world.imports import host, outbox, types  # noqa: E402
+from componentize_py_types import Err
+from wit_world.imports import host, outbox, types
 
 
 class FakeHost:
@@ -62,8 +60,7 @@ class FakeHost:
 
 
 def actor_error(code, message, retry=None):
-    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=False,
-                            overload=None)
+    return types.ActorError(code=code, message=message, retry_after_ms=retry, skipped=False, overload=None)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ check the invariants by asking the other actors for their state (plain CPython, 
 """
 
 import argparse
+import itertools
 import json
 import sqlite3
 import sys
@@ -13,14 +14,12 @@ import time
 import urllib.error
 import urllib.request
 
-ARGS = None
-RESULTS = {}
+ARGS = argparse.Namespace()  # main() parses the command line into it
 
 
 def post(url, body=None):
     data = json.dumps(body if body is not None else {}).encode()
-    req = urllib.request.Request(url, data=data, method="POST",
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(url, data=data, method="POST", headers={"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return json.loads(r.read() or b"null")
@@ -40,8 +39,7 @@ def admin_get(path):
 def pending():
     con = sqlite3.connect(f"file:{ARGS.db}?mode=ro", uri=True, timeout=10)
     try:
-        return con.execute("SELECT count(*) FROM outbox_messages "
-                           "WHERE acked = 0 AND dead_lettered = 0").fetchone()[0]
+        return con.execute("SELECT count(*) FROM outbox_messages WHERE acked = 0 AND dead_lettered = 0").fetchone()[0]
     finally:
         con.close()
 
@@ -80,8 +78,7 @@ def thundering_herd(n):
 
 
 def config_wave_deploy(n):
-    r = ask("JobQueueLeader/main", "config_wave_deploy",
-            {"workers": n, "wave_size": 20, "version": "2.1.0"})
+    r = ask("JobQueueLeader/main", "config_wave_deploy", {"workers": n, "wave_size": 20, "version": "2.1.0"})
     check(sum(w["targets"] for w in r["waves"]) == n, f"waves {r['waves']}")
     check(r["config_server_rejected"] > 0, f"no backpressure: {r}")
     r["drain_s"] = drain()
@@ -111,7 +108,7 @@ def heartbeat_burst():
     drain()
     seqs = ask("JobQueueLeader/main", "heartbeats")["seqs"]
     check(1 <= len(seqs) <= 10, f"leader processed {len(seqs)} heartbeats: {seqs}")
-    check(all(a < b for a, b in zip(seqs, seqs[1:])), f"not strictly increasing: {seqs}")
+    check(all(a < b for a, b in itertools.pairwise(seqs)), f"not strictly increasing: {seqs}")
     check(seqs[-1] == 50, f"last heartbeat {seqs[-1]}")
     r["seqs"] = seqs
     return r

@@ -3,11 +3,11 @@
 import json
 
 import pytest
-from conftest import actor_error
 from wit_world.imports import types
 
 import app
 import sluice
+from conftest import actor_error
 
 E = types.ErrorCode
 CTX = {"tenant": "default", "namespace": "default"}
@@ -50,10 +50,12 @@ def test_thundering_herd_dispatches_twice_with_the_task_key(fake):
         assert json.loads(req.context) == CTX
         assert req.dispatcher_id == "job-queue-leader"
         assert req.targets == workers(range(100))
-        assert json.loads(req.payload) == {"task": "thundering_herd", "priority": "high",
-                                           "task_id": "herd-1"}
+        assert json.loads(req.payload) == {"task": "thundering_herd", "priority": "high", "task_id": "herd-1"}
         assert (req.mode, req.idempotency_key, req.conflict) == (
-            types.DispatchMode.CAST, "herd-1", types.Conflict.APPEND)
+            types.DispatchMode.CAST,
+            "herd-1",
+            types.Conflict.APPEND,
+        )
         assert req.msg_type == "dispatch"
 
 
@@ -63,14 +65,14 @@ def test_config_wave_deploy_waves_and_downloads(fake):
     fake.dispatch_result = lambda req: (
         types.DispatchResult(accepted=0, rejected=1)
         if req.targets[0].startswith("ConfigServer/") and next(n) % 3 == 0
-        else types.DispatchResult(accepted=len(req.targets), rejected=0))
+        else types.DispatchResult(accepted=len(req.targets), rejected=0)
+    )
     r = send(actor("leader"), "config_wave_deploy", {"workers": 50, "wave_size": 20, "version": "2.1.0"})
     assert [(w["wave"], w["targets"]) for w in r["waves"]] == [(0, 20), (1, 20), (2, 10)]
     assert (r["total_accepted"], r["total_rejected"]) == (50, 0)
     assert r["config_server_rejected"] == 17  # ceil(50 / 3)
     waves = [d for d in fake.dispatches if d.targets[0].startswith("Worker/")]
-    assert [d.targets for d in waves] == [workers(range(0, 20)), workers(range(20, 40)),
-                                          workers(range(40, 50))]
+    assert [d.targets for d in waves] == [workers(range(20)), workers(range(20, 40)), workers(range(40, 50))]
     assert all(d.idempotency_key == "config-2.1.0" for d in waves)
     assert json.loads(waves[0].payload) == {"task": "config", "version": "2.1.0"}
     downloads = [d for d in fake.dispatches if d.targets[0].startswith("ConfigServer/")]
@@ -93,7 +95,10 @@ def test_send_heartbeat_counts_its_own_seq(fake):
     req = fake.dispatches[-1]
     assert json.loads(req.payload) == {"type": "heartbeat", "seq": 2, "cpu": 0.42}
     assert (req.idempotency_key, req.conflict, req.mode) == (
-        "hb-leader-worker-101", types.Conflict.OVERWRITE, types.DispatchMode.CAST)
+        "hb-leader-worker-101",
+        types.Conflict.OVERWRITE,
+        types.DispatchMode.CAST,
+    )
     assert req.targets == workers(range(3))
 
 
@@ -119,28 +124,34 @@ def test_leader_records_heartbeats_once_from_dispatch_or_heartbeat(fake):
 def test_worker_send_heartbeats_overwrites_one_key(fake):
     fake.me = "Worker/worker-101"
     fake.dispatch_result = lambda req: types.DispatchResult(
-        accepted=int(len(fake.dispatches) <= 8), rejected=int(len(fake.dispatches) > 8))
+        accepted=int(len(fake.dispatches) <= 8), rejected=int(len(fake.dispatches) > 8)
+    )
     r = send(actor("worker"), "send_heartbeats", {"count": 50, "to": "JobQueueLeader/main"})
     assert r == {"sent": 50, "accepted": 8, "rejected": 42}
     assert [json.loads(d.payload)["seq"] for d in fake.dispatches] == list(range(1, 51))
-    assert all(d.targets == ["JobQueueLeader/main"] and d.idempotency_key == "hb-leader-worker-101"
-               and d.conflict == types.Conflict.OVERWRITE for d in fake.dispatches)
+    assert all(
+        d.targets == ["JobQueueLeader/main"]
+        and d.idempotency_key == "hb-leader-worker-101"
+        and d.conflict == types.Conflict.OVERWRITE
+        for d in fake.dispatches
+    )
 
 
 def test_telemetry_falls_back_to_the_outbox_on_any_error(fake):
     c = "TelemetryCollector/main"
     # The first burst: two tells refused; samples 0 and 5 fail two different ways.
     fake.fail[("tell", c)] = [actor_error(E.RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED: mailbox full", 1)] * 2
-    fake.fail[("ask", c)] = [actor_error(E.RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED: mailbox full", 1),
-                             actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out")]
+    fake.fail[("ask", c)] = [
+        actor_error(E.RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED: mailbox full", 1),
+        actor_error(E.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED: call timed out"),
+    ]
     r = send(actor("leader"), "telemetry_test", {"count": 20})
     assert r == {"count": 20, "fast_path_success": 18, "outbox_fallback": 2, "burst_refused": 2}
     tells = [x for x in fake.calls if x[0] == "tell"]
     assert len(tells) == 12  # 6 before samples 0 and 10
     assert json.loads(tells[7][3]) == {"type": "burst", "seq": 10, "n": 1}
     asks = [x for x in fake.calls if x[0] == "ask"]
-    assert [json.loads(a[3]) for a in asks[:2]] == [{"type": "telemetry", "seq": 0},
-                                                     {"type": "telemetry", "seq": 1}]
+    assert [json.loads(a[3]) for a in asks[:2]] == [{"type": "telemetry", "seq": 0}, {"type": "telemetry", "seq": 1}]
     assert all(a[1:3] == (c, "process") and a[4] == 2000 for a in asks)
     assert [(d.targets, d.idempotency_key, json.loads(d.payload)) for d in fake.dispatches] == [
         ([c], "tel-0", {"type": "telemetry", "seq": 0, "cpu": 0.5, "mem": 0.8}),
@@ -155,8 +166,7 @@ def test_firmware_rollout_uses_call_mode(fake):
     assert len(fake.dispatches) == 20
     d = fake.dispatches[7]
     assert d.targets == [f"Device/dev-{i}" for i in range(10)]
-    assert (d.mode, d.idempotency_key, json.loads(d.payload)) == (
-        types.DispatchMode.CALL, "fw-7", {"firmware": 7})
+    assert (d.mode, d.idempotency_key, json.loads(d.payload)) == (types.DispatchMode.CALL, "fw-7", {"firmware": 7})
 
 
 def test_poison_dispatch(fake):
@@ -176,13 +186,11 @@ def test_worker_records_tasks_config_and_heartbeats_once(fake):
     send(w, "dispatch", {"task": "config", "version": "2.1.0"})
     for seq in (1, 2, 2, 3):
         send(w, "dispatch", {"type": "heartbeat", "seq": seq, "cpu": 0.42})
-    assert send(w, "state") == {"tasks": {"herd-1": 1, "t-2": 1}, "config_version": "2.1.0",
-                                "heartbeats": [1, 2, 3]}
+    assert send(w, "state") == {"tasks": {"herd-1": 1, "t-2": 1}, "config_version": "2.1.0", "heartbeats": [1, 2, 3]}
 
 
 def test_worker_state_starts_empty(fake):
-    assert send(actor("worker"), "state", {}) == {"tasks": {}, "config_version": None,
-                                                  "heartbeats": []}
+    assert send(actor("worker"), "state", {}) == {"tasks": {}, "config_version": None, "heartbeats": []}
 
 
 def test_worker_fails_a_malformed_task_until_fixed(fake):
@@ -210,11 +218,13 @@ def test_config_server_works_and_serves_each_worker_once(fake):
 
 def test_collector_records_each_seq_once_and_counts_bursts(fake):
     col = actor("collector", work_ms=1)
-    for msg_type, msg in [("process", {"type": "telemetry", "seq": 0}),
-                          ("process", {"type": "burst", "seq": 0, "n": 0}),
-                          ("dispatch", {"type": "telemetry", "seq": 1, "cpu": 0.5, "mem": 0.8}),
-                          ("dispatch", {"type": "telemetry", "seq": 0, "cpu": 0.5, "mem": 0.8}),
-                          ("process", {"type": "burst", "seq": 0, "n": 1})]:
+    for msg_type, msg in [
+        ("process", {"type": "telemetry", "seq": 0}),
+        ("process", {"type": "burst", "seq": 0, "n": 0}),
+        ("dispatch", {"type": "telemetry", "seq": 1, "cpu": 0.5, "mem": 0.8}),
+        ("dispatch", {"type": "telemetry", "seq": 0, "cpu": 0.5, "mem": 0.8}),
+        ("process", {"type": "burst", "seq": 0, "n": 1}),
+    ]:
         send(col, msg_type, msg)
     assert send(col, "state") == {"telemetry": [0, 1], "bursts": 2}
 
@@ -235,11 +245,13 @@ def test_device_offline_asks_to_come_back_later_online_records_in_order(fake):
 def test_errors_cross_the_export_as_guest_errors(fake):
     """Through the WIT export adapter: a raised SluiceError is an Err(actor-error)."""
     from componentize_py_types import Err
+
     from sluice._actor import Export, register
 
     register(actor("device", online=False))
-    env = types.Envelope(sender=None, msg_type="dispatch", payload=b'{"firmware":0}',
-                         principal="system", deadline_ms=None)
+    env = types.Envelope(
+        sender=None, msg_type="dispatch", payload=b'{"firmware":0}', principal="system", deadline_ms=None
+    )
     with pytest.raises(Err) as info:
         Export().handle(env)
     assert info.value.value.code == E.RESOURCE_EXHAUSTED

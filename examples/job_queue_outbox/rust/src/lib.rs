@@ -308,10 +308,11 @@ impl Worker {
                 out(json!({"ok": true}))
             }
             _ if req.get("task").is_some() => {
-                if let Some(body) = req.get("body").and_then(Value::as_str) {
-                    if serde_json::from_str::<Value>(body).is_err() && !self.fixed {
-                        return Err(Error::invalid_argument("INVALID_ARGUMENT: malformed task"));
-                    }
+                if let Some(body) = req.get("body").and_then(Value::as_str)
+                    && serde_json::from_str::<Value>(body).is_err()
+                    && !self.fixed
+                {
+                    return Err(Error::invalid_argument("INVALID_ARGUMENT: malformed task"));
                 }
                 let id = req
                     .get("task_id")

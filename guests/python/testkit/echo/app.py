@@ -1,6 +1,5 @@
 """TESTKIT `echo`: the workhorse test actor (see guests/TESTKIT.md)."""
 
-
 import sluice
 from sluice import host
 
@@ -28,8 +27,12 @@ class Echo(sluice.Actor):
         if t == "init_config":
             return self.config
         if t == "whoami":
-            return {"self_id": host.self_id(), "principal": env.principal,
-                    "sender": env.sender, "deadline_ms": env.deadline_ms}
+            return {
+                "self_id": host.self_id(),
+                "principal": env.principal,
+                "sender": env.sender,
+                "deadline_ms": env.deadline_ms,
+            }
         if t == "now":
             return {"now_ms": host.now_ms()}
         if t == "fail":
@@ -37,14 +40,18 @@ class Echo(sluice.Actor):
         if t == "throw":
             raise ValueError("plain failure")
         if t == "shed":
-            raise sluice.Overloaded("OVERLOADED: shedding load", scope="actor", depth=7, limit=5)
+            raise sluice.Overloaded(
+                "OVERLOADED: shedding load", scope="actor", depth=7, limit=5
+            )
         if t == "log":
             host.log("info", env.text)
             return ok()
         # Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
         if t == "record" or t.startswith("evt."):
             self.items.append(env.text)
-            self.envelopes.append({"msg_type": t, "principal": env.principal, "sender": env.sender})
+            self.envelopes.append(
+                {"msg_type": t, "principal": env.principal, "sender": env.sender}
+            )
             return {"count": len(self.items)}
         if t == "recorded":
             return {"items": self.items, "envelopes": self.envelopes}
@@ -60,21 +67,33 @@ class Echo(sluice.Actor):
         if t == "tell":
             return ok(receipt=host.tell(r["to"], r["msg_type"], r.get("payload", "")))
         if t == "ask":
-            reply = host.ask(r["to"], r["msg_type"], r.get("payload", ""),
-                             timeout_ms=r.get("timeout_ms", sluice.DEFAULT_ASK_TIMEOUT_MS))
+            reply = host.ask(
+                r["to"],
+                r["msg_type"],
+                r.get("payload", ""),
+                timeout_ms=r.get("timeout_ms", sluice.DEFAULT_ASK_TIMEOUT_MS),
+            )
             return ok(reply=reply.decode("utf-8", errors="replace"))
         if t == "schedule":
             host.schedule(r["delay_ms"], r["msg_type"], r.get("payload", ""))
             return ok()
         if t == "tell_reliable":
-            return ok(path=host.outbox.tell_reliable(r["to"], r["msg_type"], r.get("payload", "")))
+            return ok(
+                path=host.outbox.tell_reliable(
+                    r["to"], r["msg_type"], r.get("payload", "")
+                )
+            )
         if t == "dispatch":
             accepted, rejected = host.outbox.dispatch(
-                r.get("context", ""), host.self_id(), r["targets"], r.get("payload", ""),
-                r.get("mode", "cast"), r.get("idempotency_key", ""), r.get("conflict", "append"),
-                msg_type=r.get("msg_type", sluice.DEFAULT_DISPATCH_MSG_TYPE))
+                r.get("context", ""),
+                host.self_id(),
+                r["targets"],
+                r.get("payload", ""),
+                r.get("mode", "cast"),
+                r.get("idempotency_key", ""),
+                r.get("conflict", "append"),
+                msg_type=r.get("msg_type", sluice.DEFAULT_DISPATCH_MSG_TYPE),
+            )
             return ok(accepted=accepted, rejected=rejected)
         host.bus.publish(r["topic"], r.get("payload", ""))
         return ok()
-
-

@@ -3,7 +3,11 @@
 import sluice
 from sluice import host
 
-_KEYS = {"queued": "queued", "displaced-oldest": "displaced", "dropped-newest": "dropped"}
+_KEYS = {
+    "queued": "queued",
+    "displaced-oldest": "displaced",
+    "dropped-newest": "dropped",
+}
 
 
 @sluice.register
@@ -21,4 +25,8 @@ class Flood(sluice.Actor):
                 counts["refused"] += 1
                 if first_error is None:
                     first_error, first_error_type = e.message, type(e).__name__
-        return {**counts, "first_error": first_error, "first_error_type": first_error_type}
+        return {
+            **counts,
+            "first_error": first_error,
+            "first_error_type": first_error_type,
+        }

@@ -27,7 +27,10 @@ pub mod bindings {
 
 use bindings::sluice::actor::types as wit;
 
-pub use wit::{Conflict, DeliveryPath, DispatchMode, DispatchRequest, DispatchResult, Envelope, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt};
+pub use wit::{
+    Conflict, DeliveryPath, DispatchMode, DispatchRequest, DispatchResult, Envelope, ErrorCode,
+    LogLevel, OverloadInfo, OverloadScope, TellReceipt,
+};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -42,7 +45,9 @@ mod imports {
         outbox::{dispatch, tell_reliable},
     };
     #[cfg(any(test, feature = "testing"))]
-    pub(crate) use crate::testing::imports::{ask, dispatch, log, now_ms, publish, schedule, self_id, tell, tell_reliable};
+    pub(crate) use crate::testing::imports::{
+        ask, dispatch, log, now_ms, publish, schedule, self_id, tell, tell_reliable,
+    };
 }
 
 /// Every code, in the WIT `error-code` order (the rows of `wit/errors.json`).
@@ -88,7 +93,13 @@ pub struct Error {
 impl Error {
     /// An error with a code and message and no details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), retry_after_ms: None, skipped: false, overload: None }
+        Self {
+            code,
+            message: message.into(),
+            retry_after_ms: None,
+            skipped: false,
+            overload: None,
+        }
     }
 
     /// `INVALID_ARGUMENT`: the request itself is wrong.
@@ -150,13 +161,25 @@ impl std::error::Error for Error {}
 
 impl From<wit::ActorError> for Error {
     fn from(e: wit::ActorError) -> Self {
-        Self { code: e.code, message: e.message, retry_after_ms: e.retry_after_ms, skipped: e.skipped, overload: e.overload }
+        Self {
+            code: e.code,
+            message: e.message,
+            retry_after_ms: e.retry_after_ms,
+            skipped: e.skipped,
+            overload: e.overload,
+        }
     }
 }
 
 impl From<Error> for wit::ActorError {
     fn from(e: Error) -> Self {
-        Self { code: e.code, message: e.message, retry_after_ms: e.retry_after_ms, skipped: e.skipped, overload: e.overload }
+        Self {
+            code: e.code,
+            message: e.message,
+            retry_after_ms: e.retry_after_ms,
+            skipped: e.skipped,
+            overload: e.overload,
+        }
     }
 }
 
@@ -171,7 +194,12 @@ pub mod host {
     }
 
     /// Request and reply; `timeout_ms` only tightens the turn's own deadline.
-    pub fn ask(to: &str, msg_type: &str, payload: impl AsRef<[u8]>, timeout_ms: u64) -> Result<Vec<u8>, Error> {
+    pub fn ask(
+        to: &str,
+        msg_type: &str,
+        payload: impl AsRef<[u8]>,
+        timeout_ms: u64,
+    ) -> Result<Vec<u8>, Error> {
         imp::ask(to, msg_type, payload.as_ref(), timeout_ms).map_err(Error::from)
     }
 
@@ -184,7 +212,9 @@ pub mod host {
                 "INVALID_ARGUMENT: deadline must be a positive finite number of milliseconds, got 0",
             )));
         }
-        Call(Ok(deadline.as_micros().div_ceil(1000).min(u64::MAX as u128) as u64))
+        Call(Ok(
+            deadline.as_micros().div_ceil(1000).min(u64::MAX as u128) as u64,
+        ))
     }
 
     /// Calls with a per-call deadline; see [`with_deadline`].
@@ -193,9 +223,19 @@ pub mod host {
 
     impl Call {
         /// [`ask`] within this deadline (and `timeout_ms` when non-zero).
-        pub fn ask(&self, to: &str, msg_type: &str, payload: impl AsRef<[u8]>, timeout_ms: u64) -> Result<Vec<u8>, Error> {
+        pub fn ask(
+            &self,
+            to: &str,
+            msg_type: &str,
+            payload: impl AsRef<[u8]>,
+            timeout_ms: u64,
+        ) -> Result<Vec<u8>, Error> {
             let ms = self.0.clone()?;
-            let ms = if timeout_ms == 0 { ms } else { ms.min(timeout_ms) };
+            let ms = if timeout_ms == 0 {
+                ms
+            } else {
+                ms.min(timeout_ms)
+            };
             ask(to, msg_type, payload, ms)
         }
     }
@@ -235,7 +275,11 @@ pub mod outbox {
 
     impl Dispatch {
         /// Fan `payload` out to `targets` as `msg_type`, cast mode, append conflict.
-        pub fn new(targets: &[impl AsRef<str>], msg_type: &str, payload: impl Into<Vec<u8>>) -> Self {
+        pub fn new(
+            targets: &[impl AsRef<str>],
+            msg_type: &str,
+            payload: impl Into<Vec<u8>>,
+        ) -> Self {
             Self {
                 req: DispatchRequest {
                     context: String::new(),
@@ -285,7 +329,11 @@ pub mod outbox {
     }
 
     /// Direct tell first, outbox on any failure.
-    pub fn tell_reliable(to: &str, msg_type: &str, payload: impl AsRef<[u8]>) -> Result<DeliveryPath, Error> {
+    pub fn tell_reliable(
+        to: &str,
+        msg_type: &str,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<DeliveryPath, Error> {
         imp::tell_reliable(to, msg_type, payload.as_ref()).map_err(Error::from)
     }
 }

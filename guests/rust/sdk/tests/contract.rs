@@ -17,7 +17,13 @@ fn error_table_matches_wit_errors_json() {
         .as_array()
         .expect("codes")
         .iter()
-        .map(|r| (r["code"].as_str().unwrap().into(), r["name"].as_str().unwrap().into(), r["type"].as_str().unwrap().into()))
+        .map(|r| {
+            (
+                r["code"].as_str().unwrap().into(),
+                r["name"].as_str().unwrap().into(),
+                r["type"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     let got: Vec<(String, String, String)> = CODES
         .iter()
@@ -34,10 +40,21 @@ fn messages_take_the_canonical_form() {
     let c = contract();
     let form = c["message_form"].as_str().unwrap();
     for code in CODES {
-        let want = form.replace("{name}", prefix(code)).replace("{detail}", "d 7");
-        assert_eq!(Error::canonical(code, format_args!("d {}", 7)).message, want);
+        let want = form
+            .replace("{name}", prefix(code))
+            .replace("{detail}", "d 7");
+        assert_eq!(
+            Error::canonical(code, format_args!("d {}", 7)).message,
+            want
+        );
     }
     let e = Error::uncoded(std::io::Error::other("boom"));
     assert_eq!(e.code_str(), c["uncoded"]["code"].as_str().unwrap());
-    assert_eq!(e.message, c["uncoded"]["message"].as_str().unwrap().replace("{message}", "boom"));
+    assert_eq!(
+        e.message,
+        c["uncoded"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("{message}", "boom")
+    );
 }

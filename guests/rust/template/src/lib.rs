@@ -15,10 +15,14 @@ impl Actor for MyActor {
     fn handle(&mut self, env: Envelope) -> Result<Vec<u8>, Error> {
         self.count += 1;
         match env.msg_type.as_str() {
-            "ping" => Ok(format!(r#"{{"pong":{},"at":{}}}"#, self.count, host::now_ms()).into_bytes()),
+            "ping" => {
+                Ok(format!(r#"{{"pong":{},"at":{}}}"#, self.count, host::now_ms()).into_bytes())
+            }
             "forward" => match host::ask("Worker/1", "process", &env.payload, 2000) {
                 Err(e) if e.code == ErrorCode::ResourceExhausted => {
-                    let retry = e.retry_after_ms.map_or("null".to_string(), |ms| ms.to_string());
+                    let retry = e
+                        .retry_after_ms
+                        .map_or("null".to_string(), |ms| ms.to_string());
                     Ok(format!(r#"{{"busy":true,"retry_after_ms":{retry}}}"#).into_bytes())
                 }
                 reply => reply,
@@ -26,7 +30,10 @@ impl Actor for MyActor {
             "count" => Ok(self.count.to_string().into_bytes()),
             // Errors read `CODE: detail` (wit/errors.json); a plain error through
             // `.map_err(Error::uncoded)?` is INTERNAL, and a panic traps the instance.
-            other => Err(Error::canonical(ErrorCode::InvalidArgument, format_args!("unknown msg-type {other:?}"))),
+            other => Err(Error::canonical(
+                ErrorCode::InvalidArgument,
+                format_args!("unknown msg-type {other:?}"),
+            )),
         }
     }
 }
@@ -47,8 +54,14 @@ mod tests {
         let fake = FakeHost::install();
         fake.set_now_ms(42);
         let mut a = MyActor::init("{}").unwrap();
-        assert_eq!(fake.handle(&mut a, "ping", "").unwrap(), br#"{"pong":1,"at":42}"#);
-        assert_eq!(fake.handle(&mut a, "ping", "").unwrap(), br#"{"pong":2,"at":42}"#);
+        assert_eq!(
+            fake.handle(&mut a, "ping", "").unwrap(),
+            br#"{"pong":1,"at":42}"#
+        );
+        assert_eq!(
+            fake.handle(&mut a, "ping", "").unwrap(),
+            br#"{"pong":2,"at":42}"#
+        );
     }
 
     #[test]
@@ -56,12 +69,26 @@ mod tests {
         let fake = FakeHost::install();
         fake.set_ask_reply(br#"{"done":true}"#);
         let mut a = MyActor::init("{}").unwrap();
-        assert_eq!(fake.handle(&mut a, "forward", r#"{"job":1}"#).unwrap(), br#"{"done":true}"#);
-        let ask = Call::Ask { to: "Worker/1".into(), msg_type: "process".into(), payload: br#"{"job":1}"#.to_vec(), timeout_ms: 2000 };
+        assert_eq!(
+            fake.handle(&mut a, "forward", r#"{"job":1}"#).unwrap(),
+            br#"{"done":true}"#
+        );
+        let ask = Call::Ask {
+            to: "Worker/1".into(),
+            msg_type: "process".into(),
+            payload: br#"{"job":1}"#.to_vec(),
+            timeout_ms: 2000,
+        };
         assert_eq!(fake.calls(), [ask]);
 
-        fake.fail_next(Error { retry_after_ms: Some(7), ..Error::canonical(ErrorCode::ResourceExhausted, "mailbox full") });
-        assert_eq!(fake.handle(&mut a, "forward", "{}").unwrap(), br#"{"busy":true,"retry_after_ms":7}"#);
+        fake.fail_next(Error {
+            retry_after_ms: Some(7),
+            ..Error::canonical(ErrorCode::ResourceExhausted, "mailbox full")
+        });
+        assert_eq!(
+            fake.handle(&mut a, "forward", "{}").unwrap(),
+            br#"{"busy":true,"retry_after_ms":7}"#
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The `echo` test actor (guests/TESTKIT.md): echoes, and exercises every host import,
 //! reporting the SDK's typed errors as JSON so one test body checks every language.
 use serde_json::{Value, json};
-use sluice_guest::{Actor, Conflict, DeliveryPath, DispatchMode, Envelope, Error, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt, bus, host, outbox};
+use sluice_guest::{
+    Actor, Conflict, DeliveryPath, DispatchMode, Envelope, Error, ErrorCode, LogLevel,
+    OverloadInfo, OverloadScope, TellReceipt, bus, host, outbox,
+};
 
 struct Echo {
     config: String,
@@ -46,7 +49,11 @@ fn out(v: Value) -> Vec<u8> {
 
 impl Actor for Echo {
     fn init(config: &str) -> Result<Self, Error> {
-        Ok(Echo { config: config.to_string(), items: Vec::new(), envelopes: Vec::new() })
+        Ok(Echo {
+            config: config.to_string(),
+            items: Vec::new(),
+            envelopes: Vec::new(),
+        })
     }
 
     fn handle(&mut self, env: Envelope) -> Result<Vec<u8>, Error> {
@@ -57,14 +64,15 @@ impl Actor for Echo {
                 "sender": env.sender, "deadline_ms": env.deadline_ms}),
             "now" => json!({"now_ms": host::now_ms()}),
             "fail" => return Err(Error::invalid_argument("bad input")),
-            // A plain error (no code of its own) through `?`: the SDK makes it INTERNAL.
-            "throw" => {
-                Err(std::io::Error::other("plain failure")).map_err(Error::uncoded)?;
-                unreachable!()
-            }
+            // A plain error (no code of its own) made the uncoded failure: INTERNAL.
+            "throw" => return Err(Error::uncoded(std::io::Error::other("plain failure"))),
             "shed" => {
                 return Err(Error {
-                    overload: Some(OverloadInfo { scope: OverloadScope::Actor, depth: 7, limit: 5 }),
+                    overload: Some(OverloadInfo {
+                        scope: OverloadScope::Actor,
+                        depth: 7,
+                        limit: 5,
+                    }),
                     ..Error::new(ErrorCode::Overloaded, "OVERLOADED: shedding load")
                 });
             }
@@ -73,8 +81,16 @@ impl Actor for Echo {
                 Err(e) => report(&e),
             },
             "ask" => {
-                let timeout = req.get("timeout_ms").and_then(Value::as_u64).unwrap_or(2000);
-                match host::ask(s(&req, "to"), s(&req, "msg_type"), s(&req, "payload"), timeout) {
+                let timeout = req
+                    .get("timeout_ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(2000);
+                match host::ask(
+                    s(&req, "to"),
+                    s(&req, "msg_type"),
+                    s(&req, "payload"),
+                    timeout,
+                ) {
                     Ok(r) => json!({"ok": true, "reply": String::from_utf8_lossy(&r)}),
                     Err(e) => report(&e),
                 }
@@ -86,22 +102,41 @@ impl Actor for Echo {
                     Err(e) => report(&e),
                 }
             }
-            "tell_reliable" => match outbox::tell_reliable(s(&req, "to"), s(&req, "msg_type"), s(&req, "payload")) {
-                Ok(DeliveryPath::Direct) => json!({"ok": true, "path": "direct"}),
-                Ok(DeliveryPath::Outbox) => json!({"ok": true, "path": "outbox"}),
-                Err(e) => report(&e),
-            },
+            "tell_reliable" => {
+                match outbox::tell_reliable(s(&req, "to"), s(&req, "msg_type"), s(&req, "payload"))
+                {
+                    Ok(DeliveryPath::Direct) => json!({"ok": true, "path": "direct"}),
+                    Ok(DeliveryPath::Outbox) => json!({"ok": true, "path": "outbox"}),
+                    Err(e) => report(&e),
+                }
+            }
             "dispatch" => {
                 let targets: Vec<String> = req
                     .get("targets")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| t.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default();
-                let mode = if s(&req, "mode") == "call" { DispatchMode::Call } else { DispatchMode::Cast };
-                let conflict = if s(&req, "conflict") == "overwrite" { Conflict::Overwrite } else { Conflict::Append };
-                let d = outbox::Dispatch::new(&targets, s(&req, "msg_type"), s(&req, "payload").as_bytes().to_vec())
-                    .mode(mode)
-                    .idempotency_key(s(&req, "idempotency_key"), conflict);
+                let mode = if s(&req, "mode") == "call" {
+                    DispatchMode::Call
+                } else {
+                    DispatchMode::Cast
+                };
+                let conflict = if s(&req, "conflict") == "overwrite" {
+                    Conflict::Overwrite
+                } else {
+                    Conflict::Append
+                };
+                let d = outbox::Dispatch::new(
+                    &targets,
+                    s(&req, "msg_type"),
+                    s(&req, "payload").as_bytes().to_vec(),
+                )
+                .mode(mode)
+                .idempotency_key(s(&req, "idempotency_key"), conflict);
                 match d.send() {
                     Ok(r) => json!({"ok": true, "accepted": r.accepted, "rejected": r.rejected}),
                     Err(e) => report(&e),
@@ -117,7 +152,8 @@ impl Actor for Echo {
             }
             // Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
             t if t == "record" || t.starts_with("evt.") => {
-                self.items.push(String::from_utf8_lossy(&env.payload).into_owned());
+                self.items
+                    .push(String::from_utf8_lossy(&env.payload).into_owned());
                 self.envelopes.push(json!({"msg_type": env.msg_type, "principal": env.principal, "sender": env.sender}));
                 json!({"count": self.items.len()})
             }

@@ -12,7 +12,8 @@ impl Actor for Flood {
         if env.msg_type == "ok" {
             return Ok(b"alive".to_vec());
         }
-        let req: Value = serde_json::from_slice(&env.payload).map_err(|e| Error::invalid_argument(e.to_string()))?;
+        let req: Value = serde_json::from_slice(&env.payload)
+            .map_err(|e| Error::invalid_argument(e.to_string()))?;
         let to = req["to"].as_str().unwrap_or("");
         let msg_type = req["msg_type"].as_str().unwrap_or("echo");
         let count = req["count"].as_u64().unwrap_or(0);

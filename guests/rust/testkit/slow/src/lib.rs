@@ -11,7 +11,10 @@ impl Actor for Slow {
         if env.msg_type == "ok" {
             return Ok(b"alive".to_vec());
         }
-        let ms: u64 = std::str::from_utf8(&env.payload).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(100);
+        let ms: u64 = std::str::from_utf8(&env.payload)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100);
         std::thread::sleep(std::time::Duration::from_millis(ms));
         Ok(env.payload)
     }
