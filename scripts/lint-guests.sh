@@ -49,11 +49,12 @@ silent() {
 # indir DIR CMD...: runs CMD in DIR.
 indir() { (cd "$1" && shift && "$@"); }
 
-# The body of every ```LANG block of a Markdown file, in order.
-# The fenced LANG blocks of FILE, outside its "## Unit tests" section (whose test of the
-# template actor is not part of the actor example).
+# blocks FILE LANG [tests]: the bodies of the fenced LANG blocks of FILE, in order: those
+# outside its "## Unit tests" section (the actor example), or with `tests` those inside it
+# (the unit test of that example).
 blocks() {
-  awk -v open="\`\`\`$2" '/^## / { tests = ($0 == "## Unit tests") } tests { next }
+  awk -v open="\`\`\`$2" -v want="${3:-example}" '/^## / { tests = ($0 == "## Unit tests") }
+    (want == "tests") != (tests + 0) { next }
     $0 == open { on = 1; next } on && /^```/ { on = 0; next } on' "$1"
 }
 
@@ -165,7 +166,13 @@ readme_python() {
   mkdir -p "$d"
   blocks guests/python/README.md python >"$d/app.py"
   [[ -s $d/app.py ]] || { echo "guests/python/README.md has no python block"; return 1; }
-  (cd "$d" && mypy --config-file "$MYPY_CONFIG" app.py)
+  blocks guests/python/README.md python tests >"$d/test_app.py"
+  [[ -s $d/test_app.py ]] || { echo "guests/python/README.md has no python unit test"; return 1; }
+  # The template's pyproject.toml with pytest pointed at this SDK, as `sluice new python` does.
+  sed "s#^pythonpath = \[\"..\"\]#pythonpath = [\"$ROOT/guests/python\"]#" \
+    guests/python/template/pyproject.toml >"$d/pyproject.toml"
+  (cd "$d" && mypy --config-file "$MYPY_CONFIG" app.py test_app.py &&
+    python3 -m pytest -q -p no:cacheprovider)
 }
 
 readme_typescript() {
@@ -203,7 +210,7 @@ readme_rust() {
 lint_readmes() {
   local lang
   for lang in go python typescript rust; do
-    check "guests/$lang/README.md actor example" "readme_$lang"
+    check "guests/$lang/README.md actor example and unit test" "readme_$lang"
   done
 }
 
