@@ -158,7 +158,11 @@ readme_go() {
   # The template's go.mod with its replace lines made absolute, as `sluice new go` does.
   sed -e "s#=> \.\./witpkg#=> $ROOT/guests/go/witpkg#" -e "s#=> \.\.\$#=> $ROOT/guests/go#" \
     guests/go/template/go.mod >"$d/go.mod"
-  silent gofmt -l "$d/main.go" && (cd "$d" && GOOS=wasip1 GOARCH=wasm go vet .)
+  blocks guests/go/README.md go tests >"$d/main_test.go"
+  [[ -s $d/main_test.go ]] || { echo "guests/go/README.md has no go unit test"; return 1; }
+  # vet for wasip1 compiles the actor as a component would be; the unit test runs natively.
+  silent gofmt -l "$d/main.go" "$d/main_test.go" &&
+    (cd "$d" && GOOS=wasip1 GOARCH=wasm go vet . && go vet . && go test -count=1 .)
 }
 
 readme_python() {
