@@ -192,7 +192,13 @@ readme_typescript() {
   "files": ["app.ts", "$sdk/types/generated/actor-world.d.ts"]
 }
 EOF
-  "${TSC[@]}" --noEmit -p "$d/tsconfig.json"
+  blocks guests/typescript/README.md ts tests >"$d/app.test.ts"
+  [[ -s $d/app.test.ts ]] || { echo "guests/typescript/README.md has no ts unit test"; return 1; }
+  # The template's package.json with the hooks by absolute path, as `sluice new typescript`
+  # does; `npm test` runs the test (its types are stripped, as they are for the template's).
+  sed "s#--import \.\./sdk/testing/register\.mjs#--import $sdk/sdk/testing/register.mjs#" \
+    guests/typescript/template/package.json >"$d/package.json"
+  "${TSC[@]}" --noEmit -p "$d/tsconfig.json" && (cd "$d" && npm test --silent)
 }
 
 readme_rust() {
