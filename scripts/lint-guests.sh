@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lints the guest side: every SDK, template, test actor and example in Go, Python, TypeScript
-# and Rust, and compiles each SDK README's actor example as written (so a README that drifts
-# from its SDK fails). Runs every check, prints the output of those that fail, and exits
+# and Rust, and compiles each SDK README's actor example as written and runs the README's unit
+# test of it in a project laid out as `sluice new` lays one out (so a README that drifts from
+# its SDK, or whose test no longer matches its example, fails). Runs every check, prints the output of those that fail, and exits
 # non-zero if any did. `scripts/test.sh` runs it in its `== lint` step; it needs the toolchains
 # `scripts/guest-toolchains.sh` installs (ruff and mypy included).
 #
@@ -206,15 +207,23 @@ readme_rust() {
   mkdir -p "$d/src"
   blocks guests/rust/README.md rust >"$d/src/lib.rs"
   [[ -s $d/src/lib.rs ]] || { echo "guests/rust/README.md has no rust block"; return 1; }
-  # The README's Cargo.toml lines under the template's package name, so the template's
-  # Cargo.lock serves as it is (and the target dir is warm from the clippy runs above).
+  # Its unit tests at the end of src/lib.rs, as in the template.
+  grep -q . <(blocks guests/rust/README.md rust tests) ||
+    { echo "guests/rust/README.md has no rust unit test"; return 1; }
+  { echo; blocks guests/rust/README.md rust tests; } >>"$d/src/lib.rs"
+  # The README's Cargo.toml lines (the test-only ones after the others) under the template's
+  # package name, so the template's Cargo.lock serves as it is (and the target dir is warm
+  # from the clippy runs above).
   {
     printf '[package]\nname = "my-actor"\nversion = "0.1.0"\nedition = "2024"\n\n'
-    blocks guests/rust/README.md toml | sed "s#/path/to/sluice#$ROOT#"
+    { blocks guests/rust/README.md toml; blocks guests/rust/README.md toml tests; } |
+      sed "s#/path/to/sluice#$ROOT#"
     printf '\n[workspace]\n'
   } >"$d/Cargo.toml"
   cp guests/rust/template/Cargo.lock "$d/"
-  clippy "$d"
+  # clippy for wasm32 as the component is built; the unit tests run natively.
+  clippy "$d" && CARGO_TARGET_DIR="$GUEST_TARGET" cargo test --quiet --locked \
+    --manifest-path "$d/Cargo.toml"
 }
 
 lint_readmes() {
