@@ -2,9 +2,10 @@
 # Lints the guest side: every SDK, template, test actor and example in Go, Python, TypeScript
 # and Rust, and compiles each SDK README's actor example as written and runs the README's unit
 # test of it in a project laid out as `sluice new` lays one out (so a README that drifts from
-# its SDK, or whose test no longer matches its example, fails). Runs every check, prints the output of those that fail, and exits
-# non-zero if any did. `scripts/test.sh` runs it in its `== lint` step; it needs the toolchains
-# `scripts/guest-toolchains.sh` installs (ruff and mypy included).
+# its SDK, or whose test no longer matches its example, fails). Runs every check, prints the
+# output of those that fail, and exits non-zero if any did. `scripts/test.sh` runs it in its
+# `== lint` step; it needs the toolchains `scripts/guest-toolchains.sh` installs (ruff and mypy
+# included).
 #
 #   bash scripts/lint-guests.sh                 # everything
 #   bash scripts/lint-guests.sh go readmes      # some of: go python typescript rust readmes
