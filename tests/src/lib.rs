@@ -590,3 +590,51 @@ pub async fn fresh_postgres_database(name: &str) -> Option<String> {
     let (prefix, _) = base.rsplit_once('/').unwrap();
     Some(format!("{prefix}/{name}"))
 }
+
+/// A real OTLP/HTTP trace receiver for tests of `sluice run --otlp-endpoint`.
+pub mod otlp {
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::routing::post;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    use prost::Message as _;
+
+    /// Every span the receiver has been sent.
+    #[derive(Clone, Default)]
+    pub struct Received(Arc<Mutex<Vec<Span>>>);
+
+    impl Received {
+        /// Every span received so far.
+        pub fn spans(&self) -> Vec<Span> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    /// A real OTLP/HTTP trace receiver on a loopback port: POST /v1/traces with a protobuf
+    /// `ExportTraceServiceRequest`. Returns its base URL.
+    pub async fn otlp_receiver() -> (String, Received) {
+        async fn accept(State(r): State<Received>, body: Bytes) -> axum::http::StatusCode {
+            let Ok(req) = ExportTraceServiceRequest::decode(body) else {
+                return axum::http::StatusCode::BAD_REQUEST;
+            };
+            let mut spans = r.0.lock().unwrap();
+            for rs in req.resource_spans {
+                for ss in rs.scope_spans {
+                    spans.extend(ss.spans);
+                }
+            }
+            axum::http::StatusCode::OK
+        }
+        let received = Received::default();
+        let app = axum::Router::new()
+            .route("/v1/traces", post(accept))
+            .with_state(received.clone());
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(l, app).await });
+        (url, received)
+    }
+}

@@ -6,16 +6,11 @@
 //! turn); an incoming `traceparent` is continued; a guest's `host.log` is an event of its
 //! turn's span.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::routing::post;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message as _;
+use sluice_tests::otlp::otlp_receiver;
 use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_until};
 
 /// A dispatcher (`echo`), and a worker (`slow`) with a one-slot `error` mailbox.
@@ -35,41 +30,6 @@ mailbox_strategy = "error"
 [outbox]
 partitions = 1
 "#;
-
-/// Every span the receiver has been sent.
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<Span>>>);
-
-impl Received {
-    fn spans(&self) -> Vec<Span> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// A real OTLP/HTTP trace receiver on a loopback port: POST /v1/traces with a protobuf
-/// `ExportTraceServiceRequest`. Returns its base URL.
-async fn otlp_receiver() -> (String, Received) {
-    async fn accept(State(r): State<Received>, body: Bytes) -> axum::http::StatusCode {
-        let Ok(req) = ExportTraceServiceRequest::decode(body) else {
-            return axum::http::StatusCode::BAD_REQUEST;
-        };
-        let mut spans = r.0.lock().unwrap();
-        for rs in req.resource_spans {
-            for ss in rs.scope_spans {
-                spans.extend(ss.spans);
-            }
-        }
-        axum::http::StatusCode::OK
-    }
-    let received = Received::default();
-    let app = axum::Router::new()
-        .route("/v1/traces", post(accept))
-        .with_state(received.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(l, app).await });
-    (url, received)
-}
 
 /// `sluice run APP --otlp-endpoint URL`, exporting every 100 ms.
 async fn traced_run(otlp: &str, dir: &std::path::Path) -> SluiceRun {
@@ -455,4 +415,42 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
             "{subscriber}"
         );
     }
+}
+
+/// Spans still batched when `sluice run` is stopped are exported, not dropped: with a batch
+/// delay far longer than the test, the call's spans reach the receiver only through the
+/// shutdown flush that SIGTERM leads to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_still_batched_at_sigterm_are_exported_before_exit() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let mut run = SluiceRun::start(
+        &sluice_binary("sluice-traces"),
+        dir.path(),
+        &["--otlp-endpoint", &otlp],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "600000"), ("RUST_LOG", "info")],
+    )
+    .await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/Echo/f/ask/echo", run.ingress))
+        .body("flushed at exit")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (trace_id, ingress_id) = response_trace(&resp);
+    assert!(
+        received.spans().is_empty(),
+        "exported before the 10 min batch delay: the test would prove nothing"
+    );
+    run.terminate();
+    let exit = run.wait_exit(Duration::from_secs(30)).await;
+    assert!(exit.is_some_and(|s| s.success()), "exit: {exit:?}");
+    let spans: Vec<Span> = received
+        .spans()
+        .into_iter()
+        .filter(|s| hex(&s.trace_id) == trace_id)
+        .collect();
+    root_ingress(&spans, &ingress_id);
+    one(&spans, "turn", |s| s.name == "turn");
 }
