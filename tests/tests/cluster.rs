@@ -762,6 +762,92 @@ async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo
     c._apps.push(app4);
 }
 
+/// A trace crosses hosts: a call through h1's ingress to an actor h2 runs is one trace, the
+/// turn on h2 a child of h1's ingress span (the `traceparent` travels in the wire frame), both
+/// hosts exporting to one OTLP receiver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_to_another_host_is_one_trace_across_both() {
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    let Some(db) = fresh_postgres_database("sluice_cluster_traces").await else {
+        return;
+    };
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    let (otlp, received) = sluice_tests::otlp::otlp_receiver().await;
+    let mut hosts = Vec::new();
+    let mut apps = Vec::new();
+    for node in ["h1", "h2"] {
+        let app = rust_app(&["echo", "slow"], &app_config());
+        let run = SluiceRun::start(
+            &sluice_binary("sluice-cluster-test"),
+            app.path(),
+            &[
+                "--cluster",
+                &nats.url(),
+                "--node-id",
+                node,
+                "--database-url",
+                &db,
+                "--otlp-endpoint",
+                &otlp,
+            ],
+            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+        )
+        .await;
+        hosts.push(run);
+        apps.push(app);
+    }
+    for h in &hosts {
+        wait_members(h, &["h1", "h2"]).await;
+    }
+    let key = (0..)
+        .map(|k| format!("Echo/t{k}"))
+        .find(|id| owner(id, &["h1", "h2"]) == "h2")
+        .unwrap();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/{key}/ask/echo", hosts[0].ingress))
+        .body("across")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let tp = resp.headers()["traceparent"].to_str().unwrap().to_string();
+    let parts: Vec<&str> = tp.split('-').collect();
+    let (trace_id, ingress_id) = (parts[1].to_string(), parts[2].to_string());
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
+    let start = Instant::now();
+    let turn = loop {
+        if let Some(t) = received
+            .spans()
+            .into_iter()
+            .find(|s| of_trace(s) && s.name == "turn")
+        {
+            break t;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no turn span in trace {trace_id}: {:#?}",
+            received
+                .spans()
+                .iter()
+                .map(|s| (&s.name, hex(&s.trace_id)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        hex(&turn.parent_span_id),
+        ingress_id,
+        "the turn on h2 is the child of h1's ingress span"
+    );
+    // h2 ran it; h1 has no Echo live.
+    assert_eq!(type_field(&status(&hosts[1]).await, "Echo", "active"), 1);
+    assert_eq!(type_field(&status(&hosts[0]).await, "Echo", "active"), 0);
+    drop(nats);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats() {
     let app = rust_app(&["echo", "slow"], &app_config());

@@ -107,6 +107,7 @@ impl ClusterRoute {
                         principal: msg.opts.principal.as_deref().map(str::to_string),
                         deadline: msg.opts.deadline,
                         internal: msg.opts.internal,
+                        trace: msg.opts.trace.map(|t| t.to_string()),
                     };
                     let outcome = match kind {
                         CallKind::Tell => Some(s.batcher.tell(&node, call).await),

@@ -26,7 +26,8 @@ fn options(call: &Inbound) -> Result<CallOptions, ErrorRecord> {
         principal: call.principal.as_deref().map(Into::into),
         sender,
         internal: call.internal,
-        trace: None,
+        // A malformed one starts no trace rather than failing the call (as at the ingress).
+        trace: call.trace.as_deref().and_then(|t| t.parse().ok()),
     })
 }
 

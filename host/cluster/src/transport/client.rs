@@ -33,6 +33,8 @@ pub struct Outgoing {
     pub deadline: Option<Instant>,
     /// Made from inside a turn (non-empty call chain).
     pub internal: bool,
+    /// The caller's span context (W3C `traceparent`), when traces are on.
+    pub trace: Option<String>,
 }
 
 impl Outgoing {
@@ -47,6 +49,7 @@ impl Outgoing {
             principal: None,
             deadline: None,
             internal: false,
+            trace: None,
         }
     }
 }
@@ -177,6 +180,7 @@ impl Client {
                 principal: c.principal,
                 deadline_ms: remaining.map(|r| r.as_millis() as u64),
                 internal: c.internal,
+                trace: c.trace,
             });
         }
         if !wire.is_empty() {

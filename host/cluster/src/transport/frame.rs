@@ -5,9 +5,10 @@
 //! frame    = "SL" version:u8 kind:u8 body          (kind 1 = request, 2 = reply)
 //! request  = origin:str count:varint call*count
 //! call     = flags:u8 target:str msg_type:str [sender:str] [principal:str]
-//!            [deadline_ms:varint] payload:bytes
+//!            [deadline_ms:varint] [trace:str] payload:bytes
 //!            flags: 1 ask (else tell), 2 internal (non-empty call chain),
-//!                   4 deadline, 8 sender, 16 principal; other bits must be 0
+//!                   4 deadline, 8 sender, 16 principal, 32 trace; other bits must be 0
+//!            trace: the caller's W3C `traceparent` (the receiving turn is its child)
 //! reply    = count:varint outcome*count
 //! outcome  = 0 payload:bytes | 1 receipt:u8 | 2 error
 //! error    = code:u8 flags:u8 message:str [retry_after_ms:varint] [scope:u8 depth:varint limit:varint]
@@ -37,6 +38,8 @@ pub const MAX_ID_BYTES: usize = 2048;
 pub const MAX_MSG_TYPE_BYTES: usize = 256;
 /// Longest principal.
 pub const MAX_PRINCIPAL_BYTES: usize = 1024;
+/// Longest `traceparent` (W3C: 55 characters for version 00; later versions may add fields).
+pub const MAX_TRACEPARENT_BYTES: usize = 256;
 /// Longest error message.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
@@ -96,6 +99,8 @@ pub struct Call {
     pub deadline_ms: Option<u64>,
     /// Made from inside a turn (non-empty call chain): admission caps do not apply.
     pub internal: bool,
+    /// The caller's span context as a W3C `traceparent`, when traces are on.
+    pub trace: Option<String>,
 }
 
 /// A decoded request: the sending host and each call, or why that call was refused
@@ -150,6 +155,7 @@ const F_INTERNAL: u8 = 2;
 const F_DEADLINE: u8 = 4;
 const F_SENDER: u8 = 8;
 const F_PRINCIPAL: u8 = 16;
+const F_TRACE: u8 = 32;
 
 /// Encodes a request frame.
 pub fn encode_request(origin: &str, calls: &[Call]) -> Bytes {
@@ -180,6 +186,7 @@ pub fn encode_request(origin: &str, calls: &[Call]) -> Bytes {
         } else {
             0
         };
+        flags |= if c.trace.is_some() { F_TRACE } else { 0 };
         w.u8(flags);
         w.str(&c.target);
         w.str(&c.msg_type);
@@ -191,6 +198,9 @@ pub fn encode_request(origin: &str, calls: &[Call]) -> Bytes {
         }
         if let Some(d) = c.deadline_ms {
             w.varint(d);
+        }
+        if let Some(t) = &c.trace {
+            w.str(t);
         }
         w.bytes(&c.payload);
     }
@@ -212,7 +222,7 @@ pub fn decode_request(frame: &Bytes, limits: &Limits) -> Result<Request, DecodeE
     let mut calls = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let flags = r.u8()?;
-        if flags & !(F_ASK | F_INTERNAL | F_DEADLINE | F_SENDER | F_PRINCIPAL) != 0 {
+        if flags & !(F_ASK | F_INTERNAL | F_DEADLINE | F_SENDER | F_PRINCIPAL | F_TRACE) != 0 {
             return Err(DecodeError::Tag {
                 field: "call flags",
                 value: flags,
@@ -227,6 +237,9 @@ pub fn decode_request(frame: &Bytes, limits: &Limits) -> Result<Request, DecodeE
             .then(|| r.str("principal", MAX_PRINCIPAL_BYTES))
             .transpose()?;
         let deadline_ms = (flags & F_DEADLINE != 0).then(|| r.varint()).transpose()?;
+        let trace = (flags & F_TRACE != 0)
+            .then(|| r.str("trace", MAX_TRACEPARENT_BYTES))
+            .transpose()?;
         // An oversize payload refuses this call only: skip it, keep reading the batch. The
         // length is still checked against the frame so a lie cannot read past it.
         let len = r.len_field("payload", usize::MAX)?;
@@ -252,6 +265,7 @@ pub fn decode_request(frame: &Bytes, limits: &Limits) -> Result<Request, DecodeE
             principal,
             deadline_ms,
             internal: flags & F_INTERNAL != 0,
+            trace,
         }));
     }
     r.finish()?;
@@ -410,6 +424,7 @@ mod tests {
             principal: Some("alice".into()),
             deadline_ms: Some(1234),
             internal: true,
+            trace: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         }
     }
 
@@ -422,6 +437,7 @@ mod tests {
                 principal: None,
                 deadline_ms: None,
                 internal: false,
+                trace: None,
                 ..call(CallKind::Tell, b"")
             },
         ];
@@ -438,6 +454,7 @@ mod tests {
             principal: None,
             deadline_ms: None,
             internal: false,
+            trace: None,
             target: "Counter/1".into(),
             ..call(CallKind::Tell, &[0; 64])
         };
@@ -543,11 +560,12 @@ mod tests {
             deadline in proptest::option::of(any::<u64>()),
             ask in any::<bool>(),
             internal in any::<bool>(),
+            trace in proptest::option::of("[0-9a-f-]{0,60}"),
         ) {
             let c = Call {
                 kind: if ask { CallKind::Ask } else { CallKind::Tell },
                 target, msg_type, payload: payload.into(), sender: None,
-                principal: Some("p".into()), deadline_ms: deadline, internal,
+                principal: Some("p".into()), deadline_ms: deadline, internal, trace,
             };
             let frame = encode_request("n", std::slice::from_ref(&c));
             let r = decode_request(&frame, &Limits::default()).unwrap();

@@ -46,6 +46,8 @@ pub struct Inbound {
     pub deadline: Option<Instant>,
     /// Made from inside a turn: admission caps do not apply.
     pub internal: bool,
+    /// The caller's span context (W3C `traceparent`), when it sent one.
+    pub trace: Option<String>,
 }
 
 impl Inbound {
@@ -61,6 +63,7 @@ impl Inbound {
             sender: call.sender,
             principal: call.principal,
             internal: call.internal,
+            trace: call.trace,
         }
     }
 }
