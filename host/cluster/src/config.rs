@@ -117,6 +117,9 @@ pub struct ClusterConfig {
     pub token: Option<String>,
     /// TLS options.
     pub tls: TlsConfig,
+    /// Frames of tells (up to 64 tells each) in flight to one other host at once. Default 8;
+    /// 1 sends the next frame only after the previous one's receipts. 1..=64.
+    pub tell_frames_in_flight: usize,
 }
 
 impl Default for ClusterConfig {
@@ -136,6 +139,7 @@ impl Default for ClusterConfig {
             password: None,
             token: None,
             tls: TlsConfig::default(),
+            tell_frames_in_flight: 8,
         }
     }
 }
@@ -242,6 +246,9 @@ impl ClusterConfig {
         if !(1..=5).contains(&self.replicas) {
             return field("replicas", "must be in 1..=5".into());
         }
+        if !(1..=64).contains(&self.tell_frames_in_flight) {
+            return field("tell_frames_in_flight", "must be in 1..=64".into());
+        }
         if let Some(d) = &self.jetstream_domain
             && (d.is_empty()
                 || !d
@@ -335,6 +342,12 @@ impl ClusterConfigBuilder {
         self.0.token = Some(token.into());
         self
     }
+    /// Frames of tells in flight to one host (see the field).
+    pub fn tell_frames_in_flight(mut self, n: usize) -> Self {
+        self.0.tell_frames_in_flight = n;
+        self
+    }
+
     /// TLS options.
     pub fn tls(mut self, tls: TlsConfig) -> Self {
         self.0.tls = tls;

@@ -1,8 +1,13 @@
 //! Tells to one host share NATS requests: each destination host has a queue and one task that
-//! sends whatever has queued (up to [`MAX_BATCH`] tells) as one frame, waits for the frame's
-//! receipts, hands each tell its own, and sends the next. Under load a frame carries many
-//! tells; a lone tell goes at once. Tells keep their order per destination (one frame in
-//! flight per host, calls in queue order).
+//! sends whatever has queued (up to [`MAX_BATCH`] tells) as one frame, and hands each tell its
+//! own receipt when the frame's reply comes. Up to `[cluster] tell_frames_in_flight` frames
+//! (default 8) per host are in flight at once; under load a frame carries many tells, a lone tell goes at once.
+//!
+//! Order: frames are published in queue order (each request is polled for the first time, so
+//! published, before the next is created; async-nats queues publishes FIFO) and the receiving
+//! host handles its subject's messages one after another, so tells reach it in queue order. A
+//! sender awaits each tell's receipt before its next, so its own tells never share the
+//! pipeline; only different senders' tells interleave.
 
 use std::collections::HashMap;
 
@@ -20,13 +25,15 @@ type Queued = (t::Outgoing, oneshot::Sender<Outcome>);
 /// The per-destination queues of one host.
 pub(crate) struct Batcher {
     client: Client,
+    frames_in_flight: usize,
     queues: Mutex<HashMap<String, mpsc::Sender<Queued>>>,
 }
 
 impl Batcher {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, frames_in_flight: usize) -> Self {
         Self {
             client,
+            frames_in_flight: frames_in_flight.max(1),
             queues: Mutex::new(HashMap::new()),
         }
     }
@@ -55,19 +62,63 @@ impl Batcher {
             return q.clone();
         }
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(send_frames(self.client.clone(), node.to_string(), rx));
+        tokio::spawn(send_frames(
+            self.client.clone(),
+            node.to_string(),
+            self.frames_in_flight,
+            rx,
+        ));
         queues.insert(node.to_string(), tx.clone());
         tx
     }
 }
 
-async fn send_frames(client: Client, node: String, mut rx: mpsc::Receiver<Queued>) {
+async fn send_frames(
+    client: Client,
+    node: String,
+    max_in_flight: usize,
+    mut rx: mpsc::Receiver<Queued>,
+) {
+    use futures_util::StreamExt;
+    use futures_util::stream::FuturesOrdered;
+    let mut in_flight = FuturesOrdered::new();
     let mut batch: Vec<Queued> = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (calls, waiters): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
-        let outcomes = client.send(&node, calls).await;
-        for (w, o) in waiters.into_iter().zip(outcomes) {
-            let _ = w.send(o);
+    let mut open = true;
+    while open || !in_flight.is_empty() {
+        tokio::select! {
+            // Replies first: a frame pushed below is polled (published) here next time round,
+            // before another frame is created.
+            biased;
+            Some((waiters, outcomes)) = in_flight.next(), if !in_flight.is_empty() => {
+                let waiters: Vec<oneshot::Sender<Outcome>> = waiters;
+                let outcomes: Vec<Outcome> = outcomes;
+                for (w, o) in waiters.into_iter().zip(outcomes) {
+                    let _ = w.send(o);
+                }
+            }
+            n = rx.recv_many(&mut batch, MAX_BATCH), if open && in_flight.len() < max_in_flight => {
+                if n == 0 {
+                    open = false;
+                    continue;
+                }
+                let (calls, waiters): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
+                let client = client.clone();
+                let node = node.clone();
+                let mut frame = Box::pin(async move { (waiters, client.send(&node, calls).await) });
+                // Publish now, in queue order: the first poll sends the request.
+                let first = std::future::poll_fn(|cx| {
+                    std::task::Poll::Ready(frame.as_mut().poll(cx))
+                })
+                .await;
+                match first {
+                    std::task::Poll::Ready((waiters, outcomes)) => {
+                        for (w, o) in waiters.into_iter().zip(outcomes) {
+                            let _ = w.send(o);
+                        }
+                    }
+                    std::task::Poll::Pending => in_flight.push_back(frame),
+                }
+            }
         }
     }
 }

@@ -127,6 +127,7 @@ impl Node {
             directory,
             client,
             membership.watch_view(),
+            config.tell_frames_in_flight,
         ));
         host.set_activations(Arc::new(Hooks(claims)))?;
         // The relay starts with no partition; `start_following` gives it this member's share.

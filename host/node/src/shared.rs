@@ -40,13 +40,14 @@ impl Shared {
         directory: Directory,
         client: Client,
         view: watch::Receiver<Arc<MemberView>>,
+        frames_in_flight: usize,
     ) -> Self {
         Self {
             host,
             me,
             claims,
             directory,
-            batcher: Batcher::new(client.clone()),
+            batcher: Batcher::new(client.clone(), frames_in_flight),
             client,
             view,
             owners: Mutex::new(HashMap::new()),
