@@ -86,8 +86,7 @@ async fn send_frames(
     let mut open = true;
     while open || !in_flight.is_empty() {
         tokio::select! {
-            // Replies first: a frame pushed below is polled (published) here next time round,
-            // before another frame is created.
+            // Replies first, so receipts are handed out before more tells are taken in.
             biased;
             Some((waiters, outcomes)) = in_flight.next(), if !in_flight.is_empty() => {
                 let waiters: Vec<oneshot::Sender<Outcome>> = waiters;
