@@ -75,19 +75,28 @@ async fn start_host_with(
     node: &str,
     config: &str,
 ) -> (SluiceRun, tempfile::TempDir) {
+    start_member(nats, db, node, config, &[], &[]).await
+}
+
+/// `sluice run` of an app folder holding the Rust `echo` and `slow` guests and `config`, as
+/// member `node`, with `extra` flags and `env` besides the cluster's.
+async fn start_member(
+    nats: &NatsServer,
+    db: &str,
+    node: &str,
+    config: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (SluiceRun, tempfile::TempDir) {
     let app = rust_app(&["echo", "slow"], config);
+    let url = nats.url();
+    let mut args = vec!["--cluster", &url, "--node-id", node, "--database-url", db];
+    args.extend_from_slice(extra);
     let run = SluiceRun::start(
         &sluice_binary("sluice-cluster-test"),
         app.path(),
-        &[
-            "--cluster",
-            &nats.url(),
-            "--node-id",
-            node,
-            "--database-url",
-            db,
-        ],
-        &[],
+        &args,
+        env,
     )
     .await;
     (run, app)
@@ -509,29 +518,8 @@ async fn guests_of_every_language_see_another_hosts_full_mailbox_and_deadline_as
     let h2_config = format!(
         "name = \"cluster-polyglot\"\n{host}{CLUSTER}\n[[supervisor.children]]\nname = \"slow\"\nactor_type = \"Slow\"\nmodule = \"slow.wasm\"\nmailbox_capacity = 2\n"
     );
-    let start = |node: &'static str, config: String| {
-        let (nats, db) = (&nats, &db);
-        async move {
-            let app = rust_app(&["slow"], &config);
-            let run = SluiceRun::start(
-                &sluice_binary("sluice-cluster-test"),
-                app.path(),
-                &[
-                    "--cluster",
-                    &nats.url(),
-                    "--node-id",
-                    node,
-                    "--database-url",
-                    db,
-                ],
-                &[],
-            )
-            .await;
-            (run, app)
-        }
-    };
-    let (h1, _a1) = start("h1", h1_config).await;
-    let (h2, _a2) = start("h2", h2_config).await;
+    let (h1, _a1) = start_host_with(&nats, &db, "h1", &h1_config).await;
+    let (h2, _a2) = start_host_with(&nats, &db, "h2", &h2_config).await;
     wait_member_types(&h1, "h2", &["Slow".to_string()]).await;
     wait_member_types(&h2, "h1", &echo_types).await;
 
@@ -778,20 +766,12 @@ async fn a_call_to_another_host_is_one_trace_across_both() {
     let mut hosts = Vec::new();
     let mut apps = Vec::new();
     for node in ["h1", "h2"] {
-        let app = rust_app(&["echo", "slow"], &app_config());
-        let run = SluiceRun::start(
-            &sluice_binary("sluice-cluster-test"),
-            app.path(),
-            &[
-                "--cluster",
-                &nats.url(),
-                "--node-id",
-                node,
-                "--database-url",
-                &db,
-                "--otlp-endpoint",
-                &otlp,
-            ],
+        let (run, app) = start_member(
+            &nats,
+            &db,
+            node,
+            &app_config(),
+            &["--otlp-endpoint", &otlp],
             &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
         )
         .await;
