@@ -3,6 +3,7 @@
 #
 #   eval "$(scripts/postgres.sh)"      # exports SLUICE_TEST_POSTGRES_URL
 #   scripts/postgres.sh stop           # stops the server started here
+#   scripts/postgres.sh status         # is it up, and the end of its log (for failed runs)
 #
 # Idempotent: a server already running from $SLUICE_PG_DIR is reused. Installs Debian's
 # postgresql package if initdb/pg_ctl are missing. Runs the server as the `postgres` user
@@ -46,6 +47,13 @@ as_pg() {
         "$@"
     fi
 }
+
+if [ "${1:-}" = "status" ]; then
+    # For a failed test run's log: is the server up, and the end of what it said.
+    as_pg "$PGBIN/pg_ctl" -D "$DIR/data" status || echo "postgres.sh: no server running in $DIR"
+    [ -f "$DIR/server.log" ] && { echo "-- last lines of $DIR/server.log"; tail -n 40 "$DIR/server.log"; }
+    exit 0
+fi
 
 if [ "${1:-}" = "stop" ]; then
     if [ -d "$DIR/data" ]; then as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -m fast stop >&2 || true; fi

@@ -36,8 +36,18 @@ echo "== test"
 # Every language's error mapping, the 200k-call soak per language and `sluice build` through
 # the CLI run by default. `--all` adds the ignored tests: the slow build of every test guest in
 # every language (host/build/tests/build_echo.rs, ~3 min).
+status=0
 if [ "${1:-}" = "--all" ]; then
-  cargo test --workspace --no-fail-fast -- --test-threads=4 --include-ignored
+  cargo test --workspace --no-fail-fast -- --test-threads=4 --include-ignored || status=$?
 else
-  cargo test --workspace --no-fail-fast -- --test-threads=4
+  cargo test --workspace --no-fail-fast -- --test-threads=4 || status=$?
 fi
+if [ "$status" -ne 0 ]; then
+  # What a failed run needs to be read from its log alone: is the shared Postgres still up,
+  # what did it last say, and was the machine short of disk or memory.
+  echo "== diagnostics (tests failed with $status)"
+  bash scripts/postgres.sh status || true
+  df -h . "${TMPDIR:-/tmp}" || true
+  free -m || true
+fi
+exit "$status"
