@@ -37,7 +37,7 @@ func (e *Envelope) JSON(v any) error { return json.Unmarshal(e.Payload, v) }
 // a panic traps the instance and its supervisor restarts it.
 //
 // Handle's ctx is the turn's: when env.HasDeadline, ctx.Deadline() is the turn's start plus
-// env.DeadlineMs and ctx.Err() turns context.DeadlineExceeded once the clock passes it
+// env.DeadlineMs and ctx.Err() becomes context.DeadlineExceeded once the clock passes it
 // (checked on each call; ctx.Done() is nil, see TurnContext). Pass it, or a child of it
 // (context.WithTimeout), to the host calls: each refuses to send once it is done, and
 // host.Ask waits at most until its deadline.
