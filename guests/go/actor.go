@@ -5,7 +5,10 @@
 //	func main() {}
 package sluice
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 var registered Actor
 
@@ -14,13 +17,15 @@ var registered Actor
 func Register(a Actor) { registered = a }
 
 // HandlerFunc adapts a function to an Actor with a no-op Init.
-type HandlerFunc func(env *Envelope) ([]byte, error)
+type HandlerFunc func(ctx context.Context, env *Envelope) ([]byte, error)
 
 // Init does nothing.
 func (HandlerFunc) Init(string) error { return nil }
 
 // Handle calls f.
-func (f HandlerFunc) Handle(env *Envelope) ([]byte, error) { return f(env) }
+func (f HandlerFunc) Handle(ctx context.Context, env *Envelope) ([]byte, error) {
+	return f(ctx, env)
+}
 
 // CallInit runs the registered actor's Init (used by the component glue).
 func CallInit(config string) *Error {
@@ -33,14 +38,15 @@ func CallInit(config string) *Error {
 	return nil
 }
 
-// CallHandle runs the registered actor's Handle (used by the component glue). A returned
-// error becomes a guest error (a plain error becomes internal, "INTERNAL: " + its message, and
-// the instance keeps its state); a panic is not recovered and traps the instance.
-func CallHandle(env *Envelope) ([]byte, *Error) {
+// CallHandle runs one turn of the registered actor with the turn's context (the component
+// glue builds it with TurnContext). A returned error becomes the guest error the caller sees
+// (a plain error becomes internal, "INTERNAL: " + its message, and the instance keeps its
+// state); a panic is not recovered and traps the instance.
+func CallHandle(ctx context.Context, env *Envelope) ([]byte, *Error) {
 	if registered == nil {
 		return nil, Errorf(CodeInternal, "no actor registered: call sluice.Register in an init function")
 	}
-	out, err := registered.Handle(env)
+	out, err := registered.Handle(ctx, env)
 	if err != nil {
 		return nil, AsError(err)
 	}

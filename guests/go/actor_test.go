@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,7 +10,7 @@ import (
 )
 
 func TestHandleErrorBecomesGuestErrorWithExactFields(t *testing.T) {
-	sluice.Register(sluice.HandlerFunc(func(env *sluice.Envelope) ([]byte, error) {
+	sluice.Register(sluice.HandlerFunc(func(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 		switch env.MsgType {
 		case "fail":
 			return nil, sluice.InvalidArgument("bad input")
@@ -20,18 +21,18 @@ func TestHandleErrorBecomesGuestErrorWithExactFields(t *testing.T) {
 		}
 		return env.Payload, nil
 	}))
-	if out, err := sluice.CallHandle(&sluice.Envelope{MsgType: "echo", Payload: []byte("hi")}); err != nil || string(out) != "hi" {
+	if out, err := sluice.CallHandle(context.Background(), &sluice.Envelope{MsgType: "echo", Payload: []byte("hi")}); err != nil || string(out) != "hi" {
 		t.Fatalf("echo: %q %v", out, err)
 	}
-	_, e := sluice.CallHandle(&sluice.Envelope{MsgType: "fail"})
+	_, e := sluice.CallHandle(context.Background(), &sluice.Envelope{MsgType: "fail"})
 	if e.Code != sluice.CodeInvalidArgument || e.Message != "bad input" {
 		t.Fatalf("fail: %#v", e)
 	}
-	_, e = sluice.CallHandle(&sluice.Envelope{MsgType: "wrapped"})
+	_, e = sluice.CallHandle(context.Background(), &sluice.Envelope{MsgType: "wrapped"})
 	if e.Code != sluice.CodeResourceExhausted || *e.RetryAfterMs != 3 {
 		t.Fatalf("wrapped: %#v", e)
 	}
-	_, e = sluice.CallHandle(&sluice.Envelope{MsgType: "plain"})
+	_, e = sluice.CallHandle(context.Background(), &sluice.Envelope{MsgType: "plain"})
 	if e.Code != sluice.CodeInternal || e.Message != "INTERNAL: plain failure" {
 		t.Fatalf("plain: %#v", e)
 	}

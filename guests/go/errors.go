@@ -62,10 +62,18 @@ type Error struct {
 	Scope string
 	Depth uint64
 	Limit uint64
+
+	// cause is the context error behind a call refused before sending (ContextError); it
+	// does not cross the boundary.
+	cause error
 }
 
 // Error returns the canonical message.
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the context error (context.DeadlineExceeded or context.Canceled) of a host call
+// refused before sending because its context was done, nil for any other error.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Is matches the sentinels (ErrResourceExhausted, ...) by code: a sentinel has no message.
 func (e *Error) Is(target error) bool {

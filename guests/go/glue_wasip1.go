@@ -7,6 +7,8 @@ package sluice
 // both directions, losslessly.
 
 import (
+	"time"
+
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 
 	exp "sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
@@ -93,6 +95,9 @@ func witInit(config string) witTypes.Result[witTypes.Unit, wt.ActorError] {
 }
 
 func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
+	// The turn starts now: env.DeadlineMs is what was left of the deadline when the host
+	// started it, so the turn's context ends DeadlineMs after this instant.
+	start := time.Now()
 	e := &Envelope{
 		MsgType:   env.MsgType,
 		Payload:   env.Payload,
@@ -104,7 +109,7 @@ func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
 	if env.DeadlineMs.IsSome() {
 		e.DeadlineMs, e.HasDeadline = env.DeadlineMs.Some(), true
 	}
-	out, err := CallHandle(e)
+	out, err := CallHandle(TurnContext(e, start), e)
 	if err != nil {
 		return witTypes.Err[[]uint8](toWit(err))
 	}
@@ -166,15 +171,18 @@ func optU64(p *uint64) witTypes.Option[uint64] {
 	return witTypes.Some(*p)
 }
 
+var (
+	modesToWit     = [...]wt.DispatchMode{ModeCast: wt.DispatchMode_Cast, ModeCall: wt.DispatchMode_Call}
+	conflictsToWit = [...]wt.Conflict{ConflictAppend: wt.Conflict_Append, ConflictOverwrite: wt.Conflict_Overwrite}
+)
+
 func (witBackend) Dispatch(req DispatchRequest) (DispatchResult, error) {
-	mode := wt.DispatchMode_Cast
-	if req.Mode == ModeCall {
-		mode = wt.DispatchMode_Call
+	// host.Outbox().Dispatch validated both; this guards a direct Backend call.
+	if !req.Mode.Valid() || !req.Conflict.Valid() {
+		return DispatchResult{}, Errorf(CodeInvalidArgument, "unknown dispatch mode %d or conflict policy %d",
+			uint8(req.Mode), uint8(req.Conflict))
 	}
-	conflict := wt.Conflict_Append
-	if req.Conflict == ConflictOverwrite {
-		conflict = wt.Conflict_Overwrite
-	}
+	mode, conflict := modesToWit[req.Mode], conflictsToWit[req.Conflict]
 	targets := req.Targets
 	if targets == nil {
 		targets = []string{}

@@ -1,8 +1,11 @@
 package sluice
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Envelope is one message as the actor receives it.
@@ -11,13 +14,16 @@ type Envelope struct {
 	Sender string
 	// HasSender distinguishes "no sender" from an empty id.
 	HasSender bool
-	MsgType   string
-	Payload   []byte
+	// MsgType is the message type the sender chose (1-256 bytes, no control characters).
+	MsgType string
+	// Payload is the bytes sent (Text and JSON read them).
+	Payload []byte
 	// Principal is who the work is done for ("system" when nobody said).
 	Principal string
 	// DeadlineMs is the time left of the call's deadline when the turn started; valid only
-	// when HasDeadline is true.
-	DeadlineMs  uint64
+	// when HasDeadline is true. Handle's ctx carries it as a deadline (ctx.Deadline()).
+	DeadlineMs uint64
+	// HasDeadline distinguishes "no deadline" from a deadline of 0 ms.
 	HasDeadline bool
 }
 
@@ -29,9 +35,15 @@ func (e *Envelope) JSON(v any) error { return json.Unmarshal(e.Payload, v) }
 
 // Actor is what a guest implements. Handle's error becomes a guest error (never a trap);
 // a panic traps the instance and its supervisor restarts it.
+//
+// Handle's ctx is the turn's: when env.HasDeadline, ctx.Deadline() is the turn's start plus
+// env.DeadlineMs and ctx.Err() becomes context.DeadlineExceeded once the clock passes it
+// (checked on each call; ctx.Done() is nil, see TurnContext). Pass it, or a child of it
+// (context.WithTimeout), to the host calls: each refuses to send once it is done, and
+// host.Ask waits at most until its deadline.
 type Actor interface {
 	Init(config string) error
-	Handle(env *Envelope) ([]byte, error)
+	Handle(ctx context.Context, env *Envelope) ([]byte, error)
 }
 
 // Receipt is what became of a tell: "queued", "displaced-oldest" or "dropped-newest".
@@ -66,26 +78,97 @@ const (
 )
 
 // DispatchMode is the WIT `dispatch-mode`: when a dispatched message counts as delivered.
-type DispatchMode string
+// The zero value is ModeCast, the WIT default. String, MarshalText and UnmarshalText use the
+// WIT names ("cast", "call"), so a mode can sit in a JSON config as text.
+type DispatchMode uint8
 
-// The dispatch modes.
+// The dispatch modes, in the WIT order.
 const (
 	// ModeCast: delivered once it is in the receiver's mailbox (fire and forget).
-	ModeCast DispatchMode = "cast"
+	ModeCast DispatchMode = iota
 	// ModeCall: delivered once the receiver's handler returned success; errors are retried.
-	ModeCall DispatchMode = "call"
+	ModeCall
 )
 
-// Conflict is the WIT `conflict`: what a repeated idempotency key means.
-type Conflict string
+var modeNames = [...]string{ModeCast: "cast", ModeCall: "call"}
 
-// The conflict policies.
+// String is the WIT name ("cast", "call"), or "DispatchMode(N)" for a value out of range.
+func (m DispatchMode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return "DispatchMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Valid reports whether m is one of the WIT cases.
+func (m DispatchMode) Valid() bool { return int(m) < len(modeNames) }
+
+// MarshalText is the WIT name; a value out of range is an INVALID_ARGUMENT error.
+func (m DispatchMode) MarshalText() ([]byte, error) {
+	if !m.Valid() {
+		return nil, Errorf(CodeInvalidArgument, "unknown dispatch mode %d", uint8(m))
+	}
+	return []byte(modeNames[m]), nil
+}
+
+// UnmarshalText takes a WIT name ("cast", "call"); anything else is INVALID_ARGUMENT.
+func (m *DispatchMode) UnmarshalText(text []byte) error {
+	i, err := parseName(modeNames[:], text, "dispatch mode")
+	*m = DispatchMode(i)
+	return err
+}
+
+// Conflict is the WIT `conflict`: what a repeated idempotency key means. The zero value is
+// ConflictAppend, the WIT default; the text forms are the WIT names ("append", "overwrite").
+type Conflict uint8
+
+// The conflict policies, in the WIT order.
 const (
 	// ConflictAppend: a repeated key is a duplicate and is stored once.
-	ConflictAppend Conflict = "append"
+	ConflictAppend Conflict = iota
 	// ConflictOverwrite: last write wins; the pending message with the same key is replaced.
-	ConflictOverwrite Conflict = "overwrite"
+	ConflictOverwrite
 )
+
+var conflictNames = [...]string{ConflictAppend: "append", ConflictOverwrite: "overwrite"}
+
+// String is the WIT name ("append", "overwrite"), or "Conflict(N)" for a value out of range.
+func (c Conflict) String() string {
+	if int(c) < len(conflictNames) {
+		return conflictNames[c]
+	}
+	return "Conflict(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Valid reports whether c is one of the WIT cases.
+func (c Conflict) Valid() bool { return int(c) < len(conflictNames) }
+
+// MarshalText is the WIT name; a value out of range is an INVALID_ARGUMENT error.
+func (c Conflict) MarshalText() ([]byte, error) {
+	if !c.Valid() {
+		return nil, Errorf(CodeInvalidArgument, "unknown conflict policy %d", uint8(c))
+	}
+	return []byte(conflictNames[c]), nil
+}
+
+// UnmarshalText takes a WIT name ("append", "overwrite"); anything else is INVALID_ARGUMENT.
+func (c *Conflict) UnmarshalText(text []byte) error {
+	i, err := parseName(conflictNames[:], text, "conflict policy")
+	*c = Conflict(i)
+	return err
+}
+
+// parseName is the index of text in names; on no match it is 0 and an INVALID_ARGUMENT
+// error naming what was expected.
+func parseName(names []string, text []byte, what string) (int, error) {
+	for i, n := range names {
+		if string(text) == n {
+			return i, nil
+		}
+	}
+	return 0, Errorf(CodeInvalidArgument, "unknown %s %q (want one of %s)", what, text,
+		strings.Join(names, ", "))
+}
 
 // DispatchRequest is a durable fan-out request (WIT `dispatch-request`).
 type DispatchRequest struct {
@@ -94,9 +177,9 @@ type DispatchRequest struct {
 	MsgType        string
 	Targets        []string
 	Payload        []byte
-	Mode           DispatchMode // ModeCast (default, also "") or ModeCall
+	Mode           DispatchMode // ModeCast (the zero value) or ModeCall
 	IdempotencyKey string       // "" = no key
-	Conflict       Conflict     // ConflictAppend (default, also "") or ConflictOverwrite
+	Conflict       Conflict     // ConflictAppend (the zero value) or ConflictOverwrite
 	SequenceNumber *uint64
 	TTLMs          *uint64
 }
@@ -110,11 +193,13 @@ type DispatchResult struct {
 // DefaultDispatchMsgType is the msg-type receivers see when a dispatch names none.
 const DefaultDispatchMsgType = "dispatch"
 
-// DefaultAskTimeoutMs is the ask deadline when the caller gives 0.
+// DefaultAskTimeoutMs is the timeout host.Ask gives the host when its context has no
+// deadline (a turn without a deadline, and no context.WithTimeout around the call).
 const DefaultAskTimeoutMs = 5000
 
 // Backend is the host as the SDK sees it: the WIT imports inside a component, a fake in
-// unit tests. Errors it returns are *Error.
+// unit tests. Errors it returns are *Error. It takes no context: package host checks the
+// context and turns its deadline into Ask's timeoutMs before it calls the backend.
 type Backend interface {
 	Tell(to, msgType string, payload []byte) (Receipt, error)
 	Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte, error)

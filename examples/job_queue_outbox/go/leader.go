@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -33,22 +34,22 @@ type JobQueueLeader struct {
 func NewJobQueueLeader() *JobQueueLeader { return &JobQueueLeader{} }
 
 // Handle runs one scenario or records a heartbeat.
-func (j *JobQueueLeader) Handle(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	switch env.MsgType {
 	case "thundering_herd":
-		return j.handleThunderingHerd(env)
+		return j.handleThunderingHerd(ctx, env)
 	case "config_wave_deploy":
-		return j.handleConfigWaveDeploy(env)
+		return j.handleConfigWaveDeploy(ctx, env)
 	case "send_heartbeat":
-		return j.handleSendHeartbeat(env)
+		return j.handleSendHeartbeat(ctx, env)
 	case "heartbeat_burst":
-		return j.handleHeartbeatBurst(env)
+		return j.handleHeartbeatBurst(ctx, env)
 	case "telemetry_test":
-		return j.handleTelemetryTest(env)
+		return j.handleTelemetryTest(ctx, env)
 	case "firmware_rollout":
-		return j.handleFirmwareRollout(env)
+		return j.handleFirmwareRollout(ctx, env)
 	case "poison":
-		return j.handlePoison()
+		return j.handlePoison(ctx)
 	case "heartbeats", "state":
 		return sluice.Reply(map[string]any{"seqs": j.heartbeats.list()})
 	case "heartbeat", sluice.DefaultDispatchMsgType:
@@ -90,7 +91,7 @@ func (c *counts) add(r *sluice.DispatchResult) {
 
 // handleThunderingHerd fans one task out to every worker at once, then dispatches it again
 // with the same idempotency key: the redelivery must be absorbed.
-func (j *JobQueueLeader) handleThunderingHerd(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleThunderingHerd(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Workers int    `json:"workers"`
 		TaskID  string `json:"task_id"`
@@ -102,15 +103,15 @@ func (j *JobQueueLeader) handleThunderingHerd(env *sluice.Envelope) ([]byte, err
 	herdPayload := map[string]any{"task": "thundering_herd", "priority": "high", "task_id": req.TaskID}
 
 	t0 := host.NowMs()
-	first, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload,
-		"cast", req.TaskID, "append")
+	first, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, targets, herdPayload,
+		sluice.ModeCast, req.TaskID, sluice.ConflictAppend)
 	if err != nil {
 		return nil, fmt.Errorf("thundering_herd: %w", err)
 	}
 	wallMs := host.NowMs() - t0
 	// The very same dispatch again: a redelivery the idempotency key absorbs.
-	again, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets, herdPayload,
-		"cast", req.TaskID, "append")
+	again, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, targets, herdPayload,
+		sluice.ModeCast, req.TaskID, sluice.ConflictAppend)
 	if err != nil {
 		return nil, fmt.Errorf("thundering_herd redelivery: %w", err)
 	}
@@ -134,7 +135,7 @@ type waveResult struct {
 
 // handleConfigWaveDeploy rolls a config version out in waves; every worker of a wave also
 // downloads it from a config server, whose two-slot mailbox fills: the relay backs off.
-func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleConfigWaveDeploy(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Workers  int    `json:"workers"`
 		WaveSize int    `json:"wave_size"`
@@ -154,8 +155,8 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, e
 		end := min(start+req.WaveSize, len(workers))
 		targets := workers[start:end]
 		t0 := host.NowMs()
-		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, targets,
-			configPayload, "cast", "config-"+req.Version, "append")
+		result, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, targets,
+			configPayload, sluice.ModeCast, "config-"+req.Version, sluice.ConflictAppend)
 		if err != nil {
 			return nil, fmt.Errorf("config wave %d: %w", wave, err)
 		}
@@ -168,8 +169,8 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, e
 		for i := start; i < end; i++ {
 			w := workers[i]
 			download := map[string]any{"download": req.Version, "worker": w}
-			dl, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{server},
-				download, "cast", "dl-"+req.Version+"-"+w, "append")
+			dl, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, []string{server},
+				download, sluice.ModeCast, "dl-"+req.Version+"-"+w, sluice.ConflictAppend)
 			if err != nil {
 				return nil, fmt.Errorf("download for %s: %w", w, err)
 			}
@@ -186,7 +187,7 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(env *sluice.Envelope) ([]byte, e
 
 // handleSendHeartbeat is the seed's single heartbeat to every worker: one key, OVERWRITE,
 // so a worker that has not taken the previous one yet gets only the newest.
-func (j *JobQueueLeader) handleSendHeartbeat(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleSendHeartbeat(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Workers int `json:"workers"`
 	}{Workers: defaultWorkers}
@@ -196,8 +197,8 @@ func (j *JobQueueLeader) handleSendHeartbeat(env *sluice.Envelope) ([]byte, erro
 	j.HeartbeatCount++
 	seq := j.HeartbeatCount
 	hbPayload := heartbeat{Type: "heartbeat", Seq: seq, CPU: 0.42}
-	result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, workerIDs(req.Workers),
-		hbPayload, "cast", heartbeatIdemKey, "overwrite")
+	result, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, workerIDs(req.Workers),
+		hbPayload, sluice.ModeCast, heartbeatIdemKey, sluice.ConflictOverwrite)
 	if err != nil {
 		return nil, fmt.Errorf("send_heartbeat %d: %w", seq, err)
 	}
@@ -206,15 +207,15 @@ func (j *JobQueueLeader) handleSendHeartbeat(env *sluice.Envelope) ([]byte, erro
 
 // handleHeartbeatBurst has Worker/worker-101 send the leader a burst of heartbeats while the
 // leader is busy in this very turn: its mailbox fills and the outbox coalesces the rest.
-func (j *JobQueueLeader) handleHeartbeatBurst(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleHeartbeatBurst(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Count int `json:"count"`
 	}{Count: 50}
 	if err := decode(env, &req); err != nil {
 		return nil, err
 	}
-	reply, err := host.Ask(burstWorkerID, "send_heartbeats",
-		map[string]any{"count": req.Count, "to": host.SelfID()}, heartbeatAskMs)
+	reply, err := ask(ctx, heartbeatAskMs, burstWorkerID, "send_heartbeats",
+		map[string]any{"count": req.Count, "to": host.SelfID()})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat_burst: %w", err)
 	}
@@ -223,7 +224,7 @@ func (j *JobQueueLeader) handleHeartbeatBurst(env *sluice.Envelope) ([]byte, err
 
 // handleTelemetryTest sends each sample by a direct ask first and falls back to the outbox
 // on any error. Bursts of tells keep the collector's mailbox full about half the time.
-func (j *JobQueueLeader) handleTelemetryTest(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleTelemetryTest(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Count int `json:"count"`
 	}{Count: 200}
@@ -234,7 +235,7 @@ func (j *JobQueueLeader) handleTelemetryTest(env *sluice.Envelope) ([]byte, erro
 	for i := 0; i < req.Count; i++ {
 		if i%burstEvery == 0 {
 			for n := 0; n < burstSize; n++ {
-				_, err := host.Tell(collectorID, "process", map[string]any{"type": "burst", "seq": i, "n": n})
+				_, err := host.Tell(ctx, collectorID, "process", map[string]any{"type": "burst", "seq": i, "n": n})
 				switch {
 				case errors.Is(err, sluice.ErrResourceExhausted):
 					burstRefused++
@@ -244,15 +245,15 @@ func (j *JobQueueLeader) handleTelemetryTest(env *sluice.Envelope) ([]byte, erro
 			}
 		}
 		// Fast path: a direct ask, no outbox overhead when the collector has room.
-		_, err := host.Ask(collectorID, "process", map[string]any{"type": "telemetry", "seq": i}, telemetryAskMs)
+		_, err := ask(ctx, telemetryAskMs, collectorID, "process", map[string]any{"type": "telemetry", "seq": i})
 		if err == nil {
 			fastPathOK++
 			continue
 		}
 		// Fallback: the outbox, durable, retried with AIMD and backoff.
 		telPayload := map[string]any{"type": "telemetry", "seq": i, "cpu": 0.5, "mem": 0.8}
-		_, err = host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{collectorID},
-			telPayload, "cast", fmt.Sprintf("tel-%d", i), "append")
+		_, err = host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, []string{collectorID},
+			telPayload, sluice.ModeCast, fmt.Sprintf("tel-%d", i), sluice.ConflictAppend)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry %d fallback: %w", i, err)
 		}
@@ -268,7 +269,7 @@ func (j *JobQueueLeader) handleTelemetryTest(env *sluice.Envelope) ([]byte, erro
 
 // handleFirmwareRollout sends every firmware to every device in call mode: a device that
 // fails (offline) keeps its message in the outbox, and the later ones wait behind it.
-func (j *JobQueueLeader) handleFirmwareRollout(env *sluice.Envelope) ([]byte, error) {
+func (j *JobQueueLeader) handleFirmwareRollout(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Devices int `json:"devices"`
 		Count   int `json:"count"`
@@ -283,8 +284,8 @@ func (j *JobQueueLeader) handleFirmwareRollout(env *sluice.Envelope) ([]byte, er
 	var total counts
 	for k := 0; k < req.Count; k++ {
 		firmware := map[string]any{"firmware": k}
-		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, devices, firmware,
-			"call", fmt.Sprintf("fw-%d", k), "append")
+		result, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, devices, firmware,
+			sluice.ModeCall, fmt.Sprintf("fw-%d", k), sluice.ConflictAppend)
 		if err != nil {
 			return nil, fmt.Errorf("firmware %d: %w", k, err)
 		}
@@ -300,10 +301,10 @@ func (j *JobQueueLeader) handleFirmwareRollout(env *sluice.Envelope) ([]byte, er
 
 // handlePoison dispatches a task the worker cannot parse, in call mode: every attempt fails
 // until the message is dead-lettered.
-func (j *JobQueueLeader) handlePoison() ([]byte, error) {
+func (j *JobQueueLeader) handlePoison(ctx context.Context) ([]byte, error) {
 	poison := map[string]any{"task": "poison", "body": "{malformed"}
-	result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{poisonWorkerID}, poison,
-		"call", "poison-1", "append")
+	result, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, []string{poisonWorkerID}, poison,
+		sluice.ModeCall, "poison-1", sluice.ConflictAppend)
 	if err != nil {
 		return nil, fmt.Errorf("poison: %w", err)
 	}

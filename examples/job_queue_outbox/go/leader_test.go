@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func newFake(t *testing.T) *fakeHost {
 
 func call(t *testing.T, role Role, msgType string, payload string) map[string]any {
 	t.Helper()
-	out, err := role.Handle(&sluice.Envelope{MsgType: msgType, Payload: []byte(payload)})
+	out, err := role.Handle(context.Background(), &sluice.Envelope{MsgType: msgType, Payload: []byte(payload)})
 	if err != nil {
 		t.Fatalf("%s: %v", msgType, err)
 	}
@@ -77,14 +78,14 @@ func payloadOf(t *testing.T, req *sluice.DispatchRequest) map[string]any {
 
 func TestThunderingHerdDispatchesTheSameTaskTwiceWithOneKey(t *testing.T) {
 	f := newFake(t)
-	f.Result = sluice.DispatchResult{Accepted: 3, Rejected: 2}
+	f.Result = &sluice.DispatchResult{Accepted: 3, Rejected: 2}
 	got := call(t, NewJobQueueLeader(), "thundering_herd", `{"workers": 5, "task_id": "herd-9"}`)
 	reqs := dispatches(f)
 	if len(reqs) != 2 {
 		t.Fatalf("want the dispatch and its redelivery, got %d dispatches", len(reqs))
 	}
 	for _, r := range reqs {
-		if r.IdempotencyKey != "herd-9" || r.Conflict != "append" || r.Mode != "cast" ||
+		if r.IdempotencyKey != "herd-9" || r.Conflict != sluice.ConflictAppend || r.Mode != sluice.ModeCast ||
 			r.DispatcherID != dispatcherID || r.Context != dispatchCtx || len(r.Targets) != 5 ||
 			r.Targets[4] != "Worker/worker-4" || r.MsgType != "dispatch" {
 			t.Fatalf("request %+v", r)
@@ -107,7 +108,7 @@ func TestThunderingHerdDispatchesTheSameTaskTwiceWithOneKey(t *testing.T) {
 
 func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *testing.T) {
 	f := newFake(t)
-	f.Result = sluice.DispatchResult{Accepted: 1, Rejected: 1}
+	f.Result = &sluice.DispatchResult{Accepted: 1, Rejected: 1}
 	got := call(t, NewJobQueueLeader(), "config_wave_deploy", `{"workers": 5, "wave_size": 2, "version": "2.1.0"}`)
 	reqs := dispatches(f)
 	// 3 waves (2, 2, 1 workers) + 5 downloads.
@@ -153,7 +154,7 @@ func TestSendHeartbeatCountsUpAndOverwritesOneKey(t *testing.T) {
 	}
 	reqs := dispatches(f)
 	r := reqs[1]
-	if r.IdempotencyKey != heartbeatIdemKey || r.Conflict != "overwrite" || len(r.Targets) != 3 {
+	if r.IdempotencyKey != heartbeatIdemKey || r.Conflict != sluice.ConflictOverwrite || len(r.Targets) != 3 {
 		t.Fatalf("request %+v", r)
 	}
 	if p := payloadOf(t, r); p["type"] != "heartbeat" || p["seq"] != 2.0 || p["cpu"] != 0.42 {
@@ -171,7 +172,7 @@ func TestLeaderRecordsHeartbeatsOnceAndTakesThemAsDispatch(t *testing.T) {
 	if got := call(t, leader, "heartbeats", `{}`); !reflect.DeepEqual(got["seqs"], []any{3.0, 7.0, 9.0}) {
 		t.Fatalf("seqs %v", got)
 	}
-	if _, err := leader.Handle(&sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"task":"x"}`)}); !errors.Is(err, sluice.ErrInvalidArgument) {
+	if _, err := leader.Handle(context.Background(), &sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"task":"x"}`)}); !errors.Is(err, sluice.ErrInvalidArgument) {
 		t.Fatalf("non-heartbeat dispatch: %v", err)
 	}
 }
@@ -179,13 +180,13 @@ func TestLeaderRecordsHeartbeatsOnceAndTakesThemAsDispatch(t *testing.T) {
 func TestHeartbeatBurstAsksWorker101AndRelaysItsReply(t *testing.T) {
 	f := newFake(t)
 	f.AskReply = []byte(`{"sent":50,"accepted":9,"rejected":41}`)
-	out, err := NewJobQueueLeader().Handle(&sluice.Envelope{MsgType: "heartbeat_burst", Payload: []byte(`{"count":50}`)})
+	out, err := NewJobQueueLeader().Handle(context.Background(), &sluice.Envelope{MsgType: "heartbeat_burst", Payload: []byte(`{"count":50}`)})
 	if err != nil || string(out) != string(f.AskReply) {
 		t.Fatalf("%q %v", out, err)
 	}
 	c := f.Calls[0]
 	if c.Op != "ask" || c.To != "Worker/worker-101" || c.MsgType != "send_heartbeats" ||
-		string(c.Payload) != `{"count":50,"to":"JobQueueLeader/main"}` {
+		string(c.Payload) != `{"count":50,"to":"JobQueueLeader/main"}` || c.TimeoutMs == 0 || c.TimeoutMs > heartbeatAskMs {
 		t.Fatalf("call %+v", c)
 	}
 }
@@ -231,7 +232,7 @@ func TestTelemetryFallsBackToTheOutboxOnAnyAskError(t *testing.T) {
 func TestTelemetryFailsOnAnUnexpectedTellError(t *testing.T) {
 	f := newFake(t)
 	f.tellErr = func(string, []byte) error { return sluice.NotFound("NOT_FOUND: no such actor type") }
-	_, err := NewJobQueueLeader().Handle(&sluice.Envelope{MsgType: "telemetry_test", Payload: []byte(`{"count": 1}`)})
+	_, err := NewJobQueueLeader().Handle(context.Background(), &sluice.Envelope{MsgType: "telemetry_test", Payload: []byte(`{"count": 1}`)})
 	if !errors.Is(err, sluice.ErrNotFound) {
 		t.Fatalf("%v", err)
 	}
@@ -239,18 +240,18 @@ func TestTelemetryFailsOnAnUnexpectedTellError(t *testing.T) {
 
 func TestFirmwareRolloutAndPoisonUseCallMode(t *testing.T) {
 	f := newFake(t)
-	f.Result = sluice.DispatchResult{Accepted: 0, Rejected: 4}
+	f.Result = &sluice.DispatchResult{Accepted: 0, Rejected: 4}
 	got := call(t, NewJobQueueLeader(), "firmware_rollout", `{"devices": 4, "count": 3}`)
 	if got["targets"] != 4.0 || got["messages"] != 12.0 || got["accepted"] != 0.0 || got["rejected"] != 12.0 {
 		t.Fatalf("reply %v", got)
 	}
 	reqs := dispatches(f)
-	if len(reqs) != 3 || reqs[2].Mode != "call" || reqs[2].IdempotencyKey != "fw-2" || reqs[2].Targets[3] != "Device/dev-3" {
+	if len(reqs) != 3 || reqs[2].Mode != sluice.ModeCall || reqs[2].IdempotencyKey != "fw-2" || reqs[2].Targets[3] != "Device/dev-3" {
 		t.Fatalf("requests %+v", reqs[2])
 	}
 	got = call(t, NewJobQueueLeader(), "poison", `{}`)
 	r := dispatches(f)[3]
-	if r.Mode != "call" || r.IdempotencyKey != "poison-1" || r.Targets[0] != "Worker/poison" || got["rejected"] != 4.0 {
+	if r.Mode != sluice.ModeCall || r.IdempotencyKey != "poison-1" || r.Targets[0] != "Worker/poison" || got["rejected"] != 4.0 {
 		t.Fatalf("poison %+v %v", r, got)
 	}
 	if p := payloadOf(t, r); p["body"] != "{malformed" {
@@ -261,7 +262,7 @@ func TestFirmwareRolloutAndPoisonUseCallMode(t *testing.T) {
 func TestDispatchErrorsReachTheCaller(t *testing.T) {
 	f := newFake(t)
 	f.FailWith = sluice.Unavailable("UNAVAILABLE: the outbox is not enabled on this host")
-	_, err := NewJobQueueLeader().Handle(&sluice.Envelope{MsgType: "send_heartbeat", Payload: []byte(`{"workers":1}`)})
+	_, err := NewJobQueueLeader().Handle(context.Background(), &sluice.Envelope{MsgType: "send_heartbeat", Payload: []byte(`{"workers":1}`)})
 	var e *sluice.Error
 	if !errors.As(err, &e) || e.Code != sluice.CodeUnavailable {
 		t.Fatalf("%v", err)

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -24,9 +26,10 @@ type Config struct {
 	Online *bool  `json:"online"`
 }
 
-// Role is one part of the protocol: it handles the messages of its actor type.
+// Role is one part of the protocol: it handles the messages of its actor type, with the
+// turn's context (pass it to every host call).
 type Role interface {
-	Handle(env *sluice.Envelope) ([]byte, error)
+	Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error)
 }
 
 // jobQueue is the registered actor: it picks its role in Init and delegates to it.
@@ -55,7 +58,16 @@ func (j *jobQueue) Init(config string) error {
 	return nil
 }
 
-func (j *jobQueue) Handle(env *sluice.Envelope) ([]byte, error) { return j.role.Handle(env) }
+func (j *jobQueue) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
+	return j.role.Handle(ctx, env)
+}
+
+// ask is host.Ask bounded by ms (the turn's own deadline still applies if it comes first).
+func ask(ctx context.Context, ms int, to, msgType string, payload any) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+	defer cancel()
+	return host.Ask(ctx, to, msgType, payload)
+}
 
 // decode unmarshals a JSON payload into v; an empty payload leaves v as it is.
 func decode(env *sluice.Envelope, v any) error {

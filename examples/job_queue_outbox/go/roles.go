@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	sluice "sluice.dev/guest"
 )
 
@@ -12,7 +14,7 @@ type ConfigServer struct {
 }
 
 // Handle serves a download or answers state.
-func (c *ConfigServer) Handle(env *sluice.Envelope) ([]byte, error) {
+func (c *ConfigServer) Handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	switch env.MsgType {
 	case sluice.DefaultDispatchMsgType, "process", "download":
 		var req struct {
@@ -46,7 +48,7 @@ type TelemetryCollector struct {
 }
 
 // Handle records a sample or a burst, or answers state.
-func (c *TelemetryCollector) Handle(env *sluice.Envelope) ([]byte, error) {
+func (c *TelemetryCollector) Handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	switch env.MsgType {
 	case sluice.DefaultDispatchMsgType, "process":
 		var sample struct {
@@ -83,7 +85,7 @@ type Device struct {
 }
 
 // Handle installs a firmware or answers state.
-func (d *Device) Handle(env *sluice.Envelope) ([]byte, error) {
+func (d *Device) Handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	switch env.MsgType {
 	case sluice.DefaultDispatchMsgType, "process":
 		var req struct {

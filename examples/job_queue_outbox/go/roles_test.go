@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -40,7 +41,7 @@ func TestWorkerRecordsEachTaskOnceAndFailsAMalformedOneUntilFixed(t *testing.T) 
 	call(t, w, "dispatch", `{"type":"heartbeat","seq":1,"cpu":0.42}`)
 	call(t, w, "dispatch", `{"type":"heartbeat","seq":2,"cpu":0.42}`)
 	poison := &sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"task":"poison","body":"{malformed"}`)}
-	_, err := w.Handle(poison)
+	_, err := w.Handle(context.Background(), poison)
 	var e *sluice.Error
 	if !errors.As(err, &e) || e.Code != sluice.CodeInvalidArgument || e.Message != "INVALID_ARGUMENT: malformed task" {
 		t.Fatalf("poison: %v", err)
@@ -69,13 +70,13 @@ func TestFreshWorkerStateHasNullVersionAndEmptyLists(t *testing.T) {
 
 func TestWorkerSendsOverwritingHeartbeats(t *testing.T) {
 	f := newFake(t)
-	f.Result = sluice.DispatchResult{Accepted: 1}
+	f.Result = &sluice.DispatchResult{Accepted: 1}
 	got := call(t, initRole(t, `{"role":"worker"}`), "send_heartbeats", `{"count":4,"to":"JobQueueLeader/main"}`)
 	if got["sent"] != 4.0 || got["accepted"] != 4.0 || got["rejected"] != 0.0 {
 		t.Fatalf("reply %v", got)
 	}
 	reqs := dispatches(f)
-	if len(reqs) != 4 || reqs[3].Conflict != "overwrite" || reqs[3].IdempotencyKey != heartbeatIdemKey ||
+	if len(reqs) != 4 || reqs[3].Conflict != sluice.ConflictOverwrite || reqs[3].IdempotencyKey != heartbeatIdemKey ||
 		reqs[3].Targets[0] != "JobQueueLeader/main" || string(reqs[3].Payload) != `{"type":"heartbeat","seq":4,"cpu":0.42}` {
 		t.Fatalf("requests %+v", reqs[3])
 	}
@@ -103,7 +104,7 @@ func TestConfigServerAndCollectorRecordOncePerId(t *testing.T) {
 func TestOfflineDeviceFailsUnavailableAndOnlineOneRecordsInOrder(t *testing.T) {
 	newFake(t)
 	off := initRole(t, `{"role":"device","online":false}`)
-	_, err := off.Handle(&sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"firmware":0}`)})
+	_, err := off.Handle(context.Background(), &sluice.Envelope{MsgType: "dispatch", Payload: []byte(`{"firmware":0}`)})
 	var e *sluice.Error
 	if !errors.As(err, &e) || !errors.Is(err, sluice.ErrResourceExhausted) || e.Message != "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)" || *e.RetryAfterMs != 1000 {
 		t.Fatalf("%v", err)

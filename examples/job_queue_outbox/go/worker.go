@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -30,7 +31,7 @@ type task struct {
 }
 
 // Handle processes a task or a heartbeat, or answers send_heartbeats, fix and state.
-func (w *Worker) Handle(env *sluice.Envelope) ([]byte, error) {
+func (w *Worker) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	switch env.MsgType {
 	case sluice.DefaultDispatchMsgType, "process", "heartbeat":
 		var t task
@@ -39,7 +40,7 @@ func (w *Worker) Handle(env *sluice.Envelope) ([]byte, error) {
 		}
 		return w.process(t)
 	case "send_heartbeats":
-		return w.sendHeartbeats(env)
+		return w.sendHeartbeats(ctx, env)
 	case "fix":
 		w.fixed = true
 		return sluice.Reply(map[string]any{"fixed": true})
@@ -83,7 +84,7 @@ func (w *Worker) process(t task) ([]byte, error) {
 
 // sendHeartbeats dispatches heartbeats 1..count to `to` as fast as it can, every one with the
 // same key and OVERWRITE: while the receiver is busy only the newest stays pending.
-func (w *Worker) sendHeartbeats(env *sluice.Envelope) ([]byte, error) {
+func (w *Worker) sendHeartbeats(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	req := struct {
 		Count int    `json:"count"`
 		To    string `json:"to"`
@@ -94,8 +95,8 @@ func (w *Worker) sendHeartbeats(env *sluice.Envelope) ([]byte, error) {
 	var total counts
 	for seq := 1; seq <= req.Count; seq++ {
 		hbPayload := heartbeat{Type: "heartbeat", Seq: seq, CPU: 0.42}
-		result, err := host.Outbox().DispatchWithTargets(dispatchCtx, dispatcherID, []string{req.To},
-			hbPayload, "cast", heartbeatIdemKey, "overwrite")
+		result, err := host.Outbox().DispatchWithTargets(ctx, dispatchCtx, dispatcherID, []string{req.To},
+			hbPayload, sluice.ModeCast, heartbeatIdemKey, sluice.ConflictOverwrite)
 		if err != nil {
 			return nil, fmt.Errorf("heartbeat %d to %s: %w", seq, req.To, err)
 		}

@@ -1,71 +1,79 @@
 // Package host is how a Go actor talks to its Sluice host: messaging, clocks, the durable
 // outbox and the bus. Every fallible call returns a *sluice.Error (match it with errors.Is
 // against sluice.ErrResourceExhausted etc., or errors.As for the details).
+//
+// Every call that sends takes a context first: Handle's ctx, or a child of it. A call whose
+// context is already done returns a DEADLINE_EXCEEDED *sluice.Error without sending, and Ask
+// waits at most until the context's deadline. SelfID, NowMs, Log and Logf send nothing and
+// take no context.
 package host
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	sluice "sluice.dev/guest"
 )
 
-// Tell sends fire-and-forget. payload may be []byte, string or anything JSON-able.
-func Tell(to, msgType string, payload any) (sluice.Receipt, error) {
-	b, err := sluice.ToBytes(payload)
+// Tell sends fire-and-forget. payload may be []byte, string or anything JSON-able. The host
+// gives the message the turn's deadline; ctx is checked before sending (a done ctx is a
+// DEADLINE_EXCEEDED error, see sluice.ContextError) but a tighter deadline of its own does
+// not travel with the message.
+func Tell(ctx context.Context, to, msgType string, payload any) (sluice.Receipt, error) {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return "", err
 	}
 	return sluice.CurrentBackend().Tell(to, msgType, b)
 }
 
-// Ask sends a request and waits for the reply, at most timeoutMs (0 = the SDK default).
-func Ask(to, msgType string, payload any, timeoutMs uint64) ([]byte, error) {
-	b, err := sluice.ToBytes(payload)
+// Ask sends a request and waits for the reply until ctx's deadline: the host gets the time
+// left, rounded up to whole milliseconds, or sluice.DefaultAskTimeoutMs when ctx has none.
+// The host also keeps the turn's own deadline, so a deadline only ever tightens. To bound one
+// call:
+//
+//	ctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+//	defer cancel()
+//	reply, err := host.Ask(ctx, worker, "process", job)
+//
+// A done ctx (an expired deadline, a cancelled context) is a DEADLINE_EXCEEDED error before
+// anything is sent; see sluice.ContextError.
+func Ask(ctx context.Context, to, msgType string, payload any) ([]byte, error) {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return nil, err
 	}
-	if timeoutMs == 0 {
-		timeoutMs = sluice.DefaultAskTimeoutMs
-	}
-	return sluice.CurrentBackend().Ask(to, msgType, b, timeoutMs)
+	return sluice.CurrentBackend().Ask(to, msgType, b, timeoutMs(ctx))
 }
 
-// Call makes calls with a per-call deadline; see WithDeadline.
-type Call struct {
-	timeoutMs uint64
-	err       error
+// timeoutMs is what Ask sends as its timeout: timeoutAt(ctx, time.Now()).
+func timeoutMs(ctx context.Context) uint64 { return timeoutAt(ctx, time.Now()) }
+
+// timeoutAt is what is left of ctx's deadline at now in whole milliseconds, rounded up (a
+// call never gets less than its context allows) and at least 1, or
+// sluice.DefaultAskTimeoutMs when ctx has no deadline.
+func timeoutAt(ctx context.Context, now time.Time) uint64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return sluice.DefaultAskTimeoutMs
+	}
+	ms := (d.Sub(now) + time.Millisecond - 1) / time.Millisecond
+	return uint64(max(ms, 1))
 }
 
-// WithDeadline returns calls bounded by d, which only tightens the inherited deadline (the
-// host keeps the earlier of the turn's own and now + d):
-//
-//	reply, err := host.WithDeadline(250 * time.Millisecond).Ask(worker, "process", job)
-//
-// d must be positive; otherwise every call through the result fails with an
-// INVALID_ARGUMENT error without sending anything. Sub-millisecond parts round up.
-func WithDeadline(d time.Duration) Call {
-	if d <= 0 {
-		return Call{err: sluice.InvalidArgument(sprintf(
-			"INVALID_ARGUMENT: deadline must be a positive finite number of milliseconds, got %v", d))}
+// bytesFor is the payload as bytes (sluice.ToBytes), or the error a done ctx is.
+func bytesFor(ctx context.Context, payload any) ([]byte, error) {
+	if e := sluice.ContextError(ctx); e != nil {
+		return nil, e
 	}
-	return Call{timeoutMs: uint64((d + time.Millisecond - 1) / time.Millisecond)}
+	return sluice.ToBytes(payload)
 }
 
-// Ask is host.Ask within this deadline (and timeoutMs when also given, 0 = none).
-func (c Call) Ask(to, msgType string, payload any, timeoutMs uint64) ([]byte, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	ms := c.timeoutMs
-	if timeoutMs != 0 && timeoutMs < ms {
-		ms = timeoutMs
-	}
-	return Ask(to, msgType, payload, ms)
-}
-
-// Schedule delivers msgType with payload to this actor itself after delayMs.
-func Schedule(delayMs uint64, msgType string, payload any) error {
-	b, err := sluice.ToBytes(payload)
+// Schedule delivers msgType with payload to this actor itself after delayMs. A done ctx is
+// a DEADLINE_EXCEEDED error before anything is sent.
+func Schedule(ctx context.Context, delayMs uint64, msgType string, payload any) error {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return err
 	}
@@ -82,7 +90,7 @@ func NowMs() uint64 { return sluice.CurrentBackend().NowMs() }
 func Log(level sluice.Level, msg string) { sluice.CurrentBackend().Log(level, msg) }
 
 // Logf logs a formatted message at info.
-func Logf(format string, args ...any) { Log(sluice.LevelInfo, sprintf(format, args...)) }
+func Logf(format string, args ...any) { Log(sluice.LevelInfo, fmt.Sprintf(format, args...)) }
 
 // OutboxAPI is the durable outbox; get it with Outbox().
 type OutboxAPI struct{}
@@ -96,41 +104,41 @@ func Outbox() OutboxAPI { return OutboxAPI{} }
 // Bus returns the pub/sub bus.
 func Bus() BusAPI { return BusAPI{} }
 
-// DispatchWithTargets durably fans payload out to targets (the seed's call shape). mode is
-// sluice.ModeCast or sluice.ModeCall ("" = cast), conflict sluice.ConflictAppend or
-// sluice.ConflictOverwrite ("" = append); the literals "cast", "overwrite", … work too,
-// idemKey "" = no key. Receivers see msg-type sluice.DefaultDispatchMsgType; use Dispatch
-// for a different one or for sequence numbers and TTLs.
-func (OutboxAPI) DispatchWithTargets(ctx, dispatcherID string, targets []string, payload any,
-	mode sluice.DispatchMode, idemKey string, conflict sluice.Conflict) (*sluice.DispatchResult, error) {
-	b, err := sluice.ToBytes(payload)
+// DispatchWithTargets durably fans payload out to targets (the seed's call shape).
+// dispatchContext is the request's context string (tenant, namespace; WIT
+// `dispatch-request.context`), mode sluice.ModeCast or sluice.ModeCall, conflict
+// sluice.ConflictAppend or sluice.ConflictOverwrite (the zero values are cast and append),
+// idemKey "" = no key. Receivers see msg-type sluice.DefaultDispatchMsgType; use Dispatch for
+// a different one or for sequence numbers and TTLs. A done ctx is a DEADLINE_EXCEEDED error
+// before anything is sent.
+func (o OutboxAPI) DispatchWithTargets(ctx context.Context, dispatchContext, dispatcherID string,
+	targets []string, payload any, mode sluice.DispatchMode, idemKey string,
+	conflict sluice.Conflict) (*sluice.DispatchResult, error) {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return nil, err
 	}
-	return Outbox().Dispatch(sluice.DispatchRequest{
-		Context: ctx, DispatcherID: dispatcherID, MsgType: sluice.DefaultDispatchMsgType,
+	return o.Dispatch(ctx, sluice.DispatchRequest{
+		Context: dispatchContext, DispatcherID: dispatcherID, MsgType: sluice.DefaultDispatchMsgType,
 		Targets: targets, Payload: b, Mode: mode, IdempotencyKey: idemKey, Conflict: conflict,
 	})
 }
 
-// Dispatch sends a full dispatch request.
-func (OutboxAPI) Dispatch(req sluice.DispatchRequest) (*sluice.DispatchResult, error) {
+// Dispatch sends a full dispatch request ("" msg-type = sluice.DefaultDispatchMsgType). A
+// mode or conflict out of range is an INVALID_ARGUMENT error, and a done ctx a
+// DEADLINE_EXCEEDED one, before anything is sent.
+func (OutboxAPI) Dispatch(ctx context.Context, req sluice.DispatchRequest) (*sluice.DispatchResult, error) {
+	if e := sluice.ContextError(ctx); e != nil {
+		return nil, e
+	}
 	if req.MsgType == "" {
 		req.MsgType = sluice.DefaultDispatchMsgType
 	}
-	switch req.Mode {
-	case "":
-		req.Mode = sluice.ModeCast
-	case sluice.ModeCast, sluice.ModeCall:
-	default:
-		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown dispatch mode " + quote(string(req.Mode)))
+	if !req.Mode.Valid() {
+		return nil, sluice.Errorf(sluice.CodeInvalidArgument, "unknown dispatch mode %d", uint8(req.Mode))
 	}
-	switch req.Conflict {
-	case "":
-		req.Conflict = sluice.ConflictAppend
-	case sluice.ConflictAppend, sluice.ConflictOverwrite:
-	default:
-		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: unknown conflict policy " + quote(string(req.Conflict)))
+	if !req.Conflict.Valid() {
+		return nil, sluice.Errorf(sluice.CodeInvalidArgument, "unknown conflict policy %d", uint8(req.Conflict))
 	}
 	res, err := sluice.CurrentBackend().Dispatch(req)
 	if err != nil {
@@ -139,18 +147,20 @@ func (OutboxAPI) Dispatch(req sluice.DispatchRequest) (*sluice.DispatchResult, e
 	return &res, nil
 }
 
-// TellReliable tells directly and falls back to the outbox on any failure.
-func (OutboxAPI) TellReliable(to, msgType string, payload any) (sluice.DeliveryPath, error) {
-	b, err := sluice.ToBytes(payload)
+// TellReliable tells directly and falls back to the outbox on any failure. A done ctx is a
+// DEADLINE_EXCEEDED error before anything is sent.
+func (OutboxAPI) TellReliable(ctx context.Context, to, msgType string, payload any) (sluice.DeliveryPath, error) {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return "", err
 	}
 	return sluice.CurrentBackend().TellReliable(to, msgType, b)
 }
 
-// Publish publishes payload on topic ("a.b.c").
-func (BusAPI) Publish(topic string, payload any) error {
-	b, err := sluice.ToBytes(payload)
+// Publish publishes payload on topic ("a.b.c"). A done ctx is a DEADLINE_EXCEEDED error
+// before anything is sent.
+func (BusAPI) Publish(ctx context.Context, topic string, payload any) error {
+	b, err := bytesFor(ctx, payload)
 	if err != nil {
 		return err
 	}

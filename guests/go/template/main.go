@@ -2,7 +2,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -13,13 +15,17 @@ type myActor struct{ count int }
 // Init receives the actor's `init` table from app-config.toml, as JSON.
 func (a *myActor) Init(config string) error { return nil }
 
-func (a *myActor) Handle(env *sluice.Envelope) ([]byte, error) {
+// Handle runs one turn. ctx carries the turn's deadline: pass it to every host call.
+func (a *myActor) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	a.count++
 	switch env.MsgType {
 	case "ping":
 		return sluice.Reply(map[string]any{"pong": a.count, "at": host.NowMs(), "me": host.SelfID()})
 	case "forward":
-		reply, err := host.Ask("Worker/1", "process", env.Payload, 2000)
+		// At most 2 s for this call (less if the turn's own deadline comes first).
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		reply, err := host.Ask(ctx, "Worker/1", "process", env.Payload)
 		var e *sluice.Error
 		if errors.Is(err, sluice.ErrResourceExhausted) && errors.As(err, &e) {
 			return sluice.Reply(map[string]any{"busy": true, "retry_after_ms": e.RetryAfterMs})

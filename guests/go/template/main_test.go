@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 
@@ -9,47 +8,49 @@ import (
 	"sluice.dev/guest/sluicetest"
 )
 
-// Runs natively with `go test ./...`: the fake host stands in for the real one.
+// Runs natively with `go test ./...`: the fake host stands in for the real one (self id
+// "MyActor/1", clock at 1000 ms; every host call recorded in fake.Calls).
 func TestPingCountsAndUnknownTypesAreInvalidArgument(t *testing.T) {
 	fake := sluicetest.New()
 	sluice.SetBackend(fake)
 	a := &myActor{}
-	for n := 1; n <= 2; n++ {
-		out, err := a.Handle(&sluice.Envelope{MsgType: "ping"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var reply map[string]any
-		if err := json.Unmarshal(out, &reply); err != nil {
-			t.Fatal(err)
-		}
-		if reply["pong"] != float64(n) || reply["at"] != float64(fake.Now) {
-			t.Fatalf("ping %d: %v", n, reply)
+	for _, want := range []string{`{"at":1000,"me":"MyActor/1","pong":1}`, `{"at":1000,"me":"MyActor/1","pong":2}`} {
+		out, err := fake.Handle(a, &sluice.Envelope{MsgType: "ping"})
+		if err != nil || string(out) != want {
+			t.Fatalf("ping: %s, %v; want %s", out, err, want)
 		}
 	}
-	_, err := a.Handle(&sluice.Envelope{MsgType: "nope"})
+	_, err := fake.Handle(a, &sluice.Envelope{MsgType: "nope"})
 	if !errors.Is(err, sluice.ErrInvalidArgument) || err.Error() != `INVALID_ARGUMENT: unknown msg-type "nope"` {
 		t.Fatalf("unknown msg-type: %v", err)
 	}
 }
 
-// The fake records every host call (fake.Calls) and fails the next one with fake.FailWith.
+// fake.Handle runs a turn as the host does (the envelope's deadline in the handler's ctx);
+// fake.FailWith fails the next host call.
 func TestForwardAsksTheWorkerAndReportsAFullMailbox(t *testing.T) {
 	fake := sluicetest.New()
 	fake.AskReply = []byte(`{"done":true}`)
 	sluice.SetBackend(fake)
 	a := &myActor{}
-	out, err := a.Handle(&sluice.Envelope{MsgType: "forward", Payload: []byte(`{"job":1}`)})
+	out, err := fake.Handle(a, &sluice.Envelope{MsgType: "forward", Payload: []byte(`{"job":1}`)})
 	if err != nil || string(out) != `{"done":true}` {
 		t.Fatalf("forward: %q, %v", out, err)
 	}
-	if len(fake.Calls) != 1 || fake.Calls[0].Op != "ask" || fake.Calls[0].To != "Worker/1" ||
-		fake.Calls[0].MsgType != "process" || string(fake.Calls[0].Payload) != `{"job":1}` || fake.Calls[0].Timeout != 2000 {
+	ask := fake.Calls[0]
+	// The ask gets what is left of its 2 s, in whole ms.
+	if len(fake.Calls) != 1 || ask.Op != "ask" || ask.To != "Worker/1" || ask.MsgType != "process" ||
+		string(ask.Payload) != `{"job":1}` || ask.TimeoutMs == 0 || ask.TimeoutMs > 2000 {
 		t.Fatalf("host calls: %+v", fake.Calls)
+	}
+	// Under a turn deadline of 300 ms, the earlier one counts.
+	fake.Handle(a, &sluice.Envelope{MsgType: "forward", DeadlineMs: 300, HasDeadline: true})
+	if got := fake.Calls[1].TimeoutMs; got == 0 || got > 300 {
+		t.Fatalf("ask under a 300 ms turn: %d ms", got)
 	}
 	retry := uint64(7)
 	fake.FailWith = &sluice.Error{Code: sluice.CodeResourceExhausted, Message: "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", RetryAfterMs: &retry}
-	out, err = a.Handle(&sluice.Envelope{MsgType: "forward", Payload: []byte(`{}`)})
+	out, err = fake.Handle(a, &sluice.Envelope{MsgType: "forward", Payload: []byte(`{}`)})
 	if err != nil || string(out) != `{"busy":true,"retry_after_ms":7}` {
 		t.Fatalf("forward to a full mailbox: %q, %v", out, err)
 	}

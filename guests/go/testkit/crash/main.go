@@ -1,9 +1,13 @@
 // TESTKIT `crash`: `ok` replies alive; anything else panics (a trap).
 package main
 
-import sluice "sluice.dev/guest"
+import (
+	"context"
 
-func handle(env *sluice.Envelope) ([]byte, error) {
+	sluice "sluice.dev/guest"
+)
+
+func handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	if env.MsgType == "ok" {
 		return []byte("alive"), nil
 	}

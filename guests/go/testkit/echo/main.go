@@ -2,9 +2,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -35,7 +37,7 @@ func sender(env *sluice.Envelope) *string {
 	return nil
 }
 
-func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
+func (a *echo) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	msgType := env.MsgType
 	if strings.HasPrefix(msgType, "evt.") {
 		// Bus events arrive with msg-type = topic; `evt.*` topics are recorded.
@@ -80,7 +82,7 @@ func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
 				return nil, sluice.InvalidArgument("bad request: " + err.Error())
 			}
 		}
-		res, err := callHost(env.MsgType, &req)
+		res, err := callHost(ctx, env.MsgType, &req)
 		if err != nil {
 			var e *sluice.Error
 			if errors.As(err, &e) {
@@ -95,48 +97,57 @@ func (a *echo) Handle(env *sluice.Envelope) ([]byte, error) {
 	}
 }
 
+// request is the payload of the host-call msg-types; mode and conflict are the WIT names
+// ("cast", "overwrite", ...) and default to cast and append.
 type request struct {
-	To             string   `json:"to"`
-	MsgType        string   `json:"msg_type"`
-	Payload        string   `json:"payload"`
-	TimeoutMs      uint64   `json:"timeout_ms"`
-	DelayMs        uint64   `json:"delay_ms"`
-	Targets        []string `json:"targets"`
-	Mode           string   `json:"mode"`
-	IdempotencyKey string   `json:"idempotency_key"`
-	Conflict       string   `json:"conflict"`
-	Context        string   `json:"context"`
-	Topic          string   `json:"topic"`
+	To             string              `json:"to"`
+	MsgType        string              `json:"msg_type"`
+	Payload        string              `json:"payload"`
+	TimeoutMs      uint64              `json:"timeout_ms"`
+	DelayMs        uint64              `json:"delay_ms"`
+	Targets        []string            `json:"targets"`
+	Mode           sluice.DispatchMode `json:"mode"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	Conflict       sluice.Conflict     `json:"conflict"`
+	Context        string              `json:"context"`
+	Topic          string              `json:"topic"`
 }
 
-func callHost(op string, r *request) (map[string]any, error) {
+func callHost(ctx context.Context, op string, r *request) (map[string]any, error) {
 	switch op {
 	case "tell":
-		receipt, err := host.Tell(r.To, r.MsgType, r.Payload)
+		receipt, err := host.Tell(ctx, r.To, r.MsgType, r.Payload)
 		return map[string]any{"receipt": receipt}, err
 	case "ask":
-		reply, err := host.Ask(r.To, r.MsgType, r.Payload, r.TimeoutMs)
+		// timeout_ms bounds this call; without it the ask gets what is left of the turn's
+		// deadline (sluice.DefaultAskTimeoutMs when the turn has none).
+		if r.TimeoutMs > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
+			defer cancel()
+		}
+		reply, err := host.Ask(ctx, r.To, r.MsgType, r.Payload)
 		return map[string]any{"reply": string(reply)}, err
 	case "schedule":
-		return map[string]any{}, host.Schedule(r.DelayMs, r.MsgType, r.Payload)
+		return map[string]any{}, host.Schedule(ctx, r.DelayMs, r.MsgType, r.Payload)
 	case "tell_reliable":
-		path, err := host.Outbox().TellReliable(r.To, r.MsgType, r.Payload)
+		path, err := host.Outbox().TellReliable(ctx, r.To, r.MsgType, r.Payload)
 		return map[string]any{"path": path}, err
 	case "dispatch":
 		msgType := r.MsgType
 		if msgType == "" {
 			msgType = sluice.DefaultDispatchMsgType
 		}
-		res, err := host.Outbox().Dispatch(sluice.DispatchRequest{
+		res, err := host.Outbox().Dispatch(ctx, sluice.DispatchRequest{
 			Context: r.Context, DispatcherID: host.SelfID(), MsgType: msgType, Targets: r.Targets,
-			Payload: []byte(r.Payload), Mode: sluice.DispatchMode(r.Mode), IdempotencyKey: r.IdempotencyKey, Conflict: sluice.Conflict(r.Conflict),
+			Payload: []byte(r.Payload), Mode: r.Mode, IdempotencyKey: r.IdempotencyKey, Conflict: r.Conflict,
 		})
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"accepted": res.Accepted, "rejected": res.Rejected}, nil
 	default:
-		return map[string]any{}, host.Bus().Publish(r.Topic, r.Payload)
+		return map[string]any{}, host.Bus().Publish(ctx, r.Topic, r.Payload)
 	}
 }
 

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strconv"
 
@@ -9,7 +10,7 @@ import (
 	"sluice.dev/guest/host"
 )
 
-func handle(env *sluice.Envelope) ([]byte, error) {
+func handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
 	if env.MsgType != "flood" {
 		return env.Payload, nil
 	}
@@ -25,7 +26,7 @@ func handle(env *sluice.Envelope) ([]byte, error) {
 	var queued, displaced, dropped, refused int
 	var firstError, firstErrorType any
 	for i := 0; i < req.Count; i++ {
-		r, err := host.Tell(req.To, req.MsgType, strconv.Itoa(i))
+		r, err := host.Tell(ctx, req.To, req.MsgType, strconv.Itoa(i))
 		var e *sluice.Error
 		switch {
 		case errors.As(err, &e):

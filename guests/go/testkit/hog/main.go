@@ -1,13 +1,17 @@
 // TESTKIT `hog`: `ok` replies alive; anything else allocates and touches 1 MiB chunks forever.
 package main
 
-import sluice "sluice.dev/guest"
+import (
+	"context"
+
+	sluice "sluice.dev/guest"
+)
 
 const mib = 1 << 20
 
 var chunks [][]byte
 
-func handle(env *sluice.Envelope) ([]byte, error) {
+func handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	if env.MsgType == "ok" {
 		return []byte("alive"), nil
 	}

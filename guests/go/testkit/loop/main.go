@@ -1,11 +1,15 @@
 // TESTKIT `loop`: `ok` replies alive; anything else spins forever without calling the host.
 package main
 
-import sluice "sluice.dev/guest"
+import (
+	"context"
+
+	sluice "sluice.dev/guest"
+)
 
 var sink uint64
 
-func handle(env *sluice.Envelope) ([]byte, error) {
+func handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	if env.MsgType == "ok" {
 		return []byte("alive"), nil
 	}

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
@@ -9,7 +10,7 @@ import (
 	sluice "sluice.dev/guest"
 )
 
-func handle(env *sluice.Envelope) ([]byte, error) {
+func handle(_ context.Context, env *sluice.Envelope) ([]byte, error) {
 	if env.MsgType == "ok" {
 		return []byte("alive"), nil
 	}
