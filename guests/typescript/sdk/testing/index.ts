@@ -90,8 +90,14 @@ export interface CallMatch {
   to?: string;
 }
 
-/** What a fake `ask` answers: a payload, or a function of the call. */
-export type AskReply = Payload | ((to: string, msgType: string, payload: Uint8Array) => Payload);
+/**
+ * What a fake `ask` answers: a payload (bytes, a string, or a JSON-able value), or a function of
+ * the call. (Spelled out rather than `Payload | ...`: `Payload` is `unknown`, which would swallow
+ * the function type and leave its parameters untyped.)
+ */
+export type AskReply =
+  | ((to: string, msgType: string, payload: Uint8Array) => Payload)
+  | Uint8Array | string | number | boolean | null | object;
 
 /** What a fake `dispatch` answers, `[accepted, rejected]`: fixed, or a function of the request. */
 export type DispatchAnswer = [number, number] | ((req: DispatchRequest) => [number, number]);
