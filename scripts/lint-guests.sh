@@ -117,9 +117,12 @@ lint_python() {
 }
 
 # --- TypeScript ---------------------------------------------------------------------------
+# Every tsconfig of the SDK, its template and the examples: each `tsconfig.json` checks actor
+# code without Node's types (guests run in StarlingMonkey or QuickJS), each
+# `tsconfig.test.json` the unit tests beside it with them (node:test, node:assert).
 lint_typescript() {
   local cfg
-  for cfg in guests/typescript/tsconfig.json $(sources tsconfig.json | grep '^examples/'); do
+  for cfg in $(sources 'tsconfig*.json' | grep -v '/tsconfig\.base\.json$'); do
     check "tsc -p $cfg" "${TSC[@]}" --noEmit -p "$cfg"
   done
 }
@@ -186,20 +189,16 @@ readme_typescript() {
   mkdir -p "$d"
   blocks guests/typescript/README.md ts >"$d/app.ts"
   [[ -s $d/app.ts ]] || { echo "guests/typescript/README.md has no ts block"; return 1; }
-  # The configuration `sluice build` type-checks an actor with (tools/build.mjs).
-  cat >"$d/tsconfig.json" <<EOF
-{
-  "extends": "$sdk/tsconfig.base.json",
-  "compilerOptions": { "paths": { "@sluice/guest": ["$sdk/sdk/index.ts"] } },
-  "files": ["app.ts", "$sdk/types/generated/actor-world.d.ts"]
-}
-EOF
   blocks guests/typescript/README.md ts tests >"$d/app.test.ts"
   [[ -s $d/app.test.ts ]] || { echo "guests/typescript/README.md has no ts unit test"; return 1; }
-  # The template's package.json with the hooks by absolute path, as `sluice new typescript`
-  # does; `npm test` runs the test (its types are stripped, as they are for the template's).
-  sed "s#--import \.\./sdk/testing/register\.mjs#--import $sdk/sdk/testing/register.mjs#" \
-    guests/typescript/template/package.json >"$d/package.json"
+  # The template's package.json and tsconfigs with every `../` the SDK's absolute path, as
+  # `sluice new typescript` writes them: tsconfig.json checks the actor as `sluice build` does
+  # (tools/build.mjs), and `npm test` type-checks the test (tsconfig.test.json), then runs it.
+  sed "s# \.\./# $sdk/#g" guests/typescript/template/package.json >"$d/package.json"
+  local cfg
+  for cfg in tsconfig.json tsconfig.test.json; do
+    sed "s#\"\.\./#\"$sdk/#g" "guests/typescript/template/$cfg" >"$d/$cfg"
+  done
   "${TSC[@]}" --noEmit -p "$d/tsconfig.json" && (cd "$d" && npm test --silent)
 }
 

@@ -15,25 +15,42 @@ recorded and answered from the fake's fields instead, so an actor's own code run
 
 A failure is scripted with `fail_next`: the next fallible call (tell, ask, schedule,
 dispatch, tell_reliable, publish) fails with that error, which reaches the actor as the same
-typed `SluiceError` the real host's `actor-error` would become.
+typed `SluiceError` the real host's `actor-error` would become; `fail_on(err, op=..., to=...)`
+fails the next call of that kind or to that target only.
+
+Several actors are tested together by routing their ids to in-process instances:
+
+    with FakeHost() as fake:
+        fake.route("Worker/1", worker)  # an ask to Worker/1 runs worker's turn at once
+        fake.route("Leader/1", leader)  # a tell or dispatch to Leader/1 waits in fake.queued
+        fake.handle(leader, "start")  # runs as Leader/1 (host.self_id())
+        assert fake.run_queued() == []  # delivers what waits (and what that sends): no error
+
+The fake is not a host: it has no mailbox bounds, no outbox (no idempotency keys, retries or
+dead letters) and no timers; those are the host's, tested against a real one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType, TracebackType
 from typing import Any, Literal, Self
 
 from ._actor import Envelope, Handler, turn
 from ._host import to_bytes
 from ._wit import Err, to_wit, wit_bus, wit_host, wit_outbox, wit_types
-from .errors import SluiceError
+from .errors import DeadlineExceeded, SluiceError
 
-__all__ = ["AskReply", "Call", "FakeHost"]
+__all__ = ["AskReply", "Call", "DispatchAnswer", "FakeHost", "Queued", "TurnError"]
 
 #: What a fake `ask` answers: fixed bytes, or a function of (to, msg_type, payload).
 AskReply = bytes | Callable[[str, str, bytes], bytes]
+
+#: What a fake `dispatch` answers, ``(accepted, rejected)``: fixed, or a function of the request.
+DispatchAnswer = (
+    tuple[int, int] | Callable[[wit_types.DispatchRequest], tuple[int, int]]
+)
 
 Op = Literal["tell", "ask", "schedule", "dispatch", "tell_reliable", "publish"]
 
@@ -64,15 +81,68 @@ class Call:
     delay_ms: int | None = None
     #: ``dispatch``: the WIT request exactly as sent (mode, conflict, key, targets...).
     request: wit_types.DispatchRequest | None = None
+    #: The routed actor (`FakeHost.route`) whose turn made the call; ``None`` for an actor
+    #: that is not routed.
+    by: str | None = None
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A message to a routed actor that waits for `FakeHost.run_queued`: a ``tell``, a
+    ``tell_reliable``, or one target of a ``dispatch`` (its ``msg_type``, sent by its
+    dispatcher id, as the outbox delivers it)."""
+
+    to: str
+    msg_type: str
+    payload: bytes
+    sender: str | None
+
+
+@dataclass(frozen=True)
+class TurnError:
+    """A queued message whose turn failed (`FakeHost.run_queued` returns them)."""
+
+    to: str
+    msg_type: str
+    payload: bytes
+    error: SluiceError
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A scripted error and the calls it may fail (``None``: any)."""
+
+    error: SluiceError | wit_types.ActorError
+    op: Op | None = None
+    to: str | None = None
+
+    def matches(self, call: Call) -> bool:
+        if self.op is not None and call.op != self.op:
+            return False
+        if self.to is None:
+            return True
+        if call.request is not None:
+            return self.to in call.request.targets
+        return call.to == self.to
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A turn in progress: the actor, its routed id (``None``: not routed), its principal."""
+
+    actor: Handler
+    routed_as: str | None
+    principal: str
 
 
 class FakeHost:
     """Stands in for the host while installed (``with FakeHost() as fake:``, or
     `install` / `uninstall`). Every field can be changed between calls.
 
-    Defaults: ``self_id`` ``"MyActor/1"``, ``now_ms`` 1000, ``ask`` answers ``b"{}"``, ``tell``
-    is ``"queued"``, ``tell_reliable`` goes ``"direct"``, and ``dispatch`` accepts every
-    target unless ``dispatch_result`` says ``(accepted, rejected)``.
+    Defaults: ``self_id`` ``"MyActor/1"``, ``now_ms`` 1000 (standing still unless ``tick_ms``
+    moves it on every reading), ``ask`` answers ``b"{}"``, ``tell`` is ``"queued"``,
+    ``tell_reliable`` goes ``"direct"``, and ``dispatch`` accepts every target unless
+    ``dispatch_result`` says ``(accepted, rejected)`` (or computes it from the request).
     """
 
     def __init__(
@@ -80,29 +150,80 @@ class FakeHost:
         *,
         self_id: str = "MyActor/1",
         now_ms: int = 1000,
+        tick_ms: int = 0,
         ask_reply: AskReply = b"{}",
         receipt: str = "queued",
         delivery_path: str = "direct",
-        dispatch_result: tuple[int, int] | None = None,
+        dispatch_result: DispatchAnswer | None = None,
     ) -> None:
         self.self_id = self_id
         self.now_ms = now_ms
+        #: How far every ``host.now_ms()`` reading moves the clock on (after the reading), so a
+        #: busy-wait on the clock ends; 0 keeps it still.
+        self.tick_ms = tick_ms
         self.ask_reply: AskReply = ask_reply
         self.receipt = receipt
         self.delivery_path = delivery_path
-        self.dispatch_result = dispatch_result
+        self.dispatch_result: DispatchAnswer | None = dispatch_result
         #: Fallible calls in order (log, self_id and now_ms are not recorded here).
         self.calls: list[Call] = []
         #: ``(level, message)`` per ``host.log``, the level as named in the WIT (``"warn"``).
         self.logs: list[tuple[str, str]] = []
-        self._failures: list[SluiceError | wit_types.ActorError] = []
+        #: Messages to routed actors not delivered yet, oldest first (`run_queued`).
+        self.queued: list[Queued] = []
+        self._failures: list[_Failure] = []
+        self._routes: dict[str, Handler] = {}
+        self._turns: list[_Frame] = []
         self._saved: list[tuple[ModuleType, str, Any]] = []
 
     # -- scripting ------------------------------------------------------------------------
 
     def fail_next(self, *errors: SluiceError | wit_types.ActorError) -> None:
         """The next fallible calls fail with these errors, one call each, in order."""
-        self._failures.extend(errors)
+        self._failures.extend(_Failure(e) for e in errors)
+
+    def fail_on(
+        self,
+        *errors: SluiceError | wit_types.ActorError,
+        op: Op | None = None,
+        to: str | None = None,
+    ) -> None:
+        """The next calls that are ``op`` (``"tell"``, ``"ask"``...) and go ``to`` that target
+        fail with these errors, one call each, in order; other calls go through. ``to`` is the
+        topic for ``publish`` and any of the targets for ``dispatch``. Errors scripted by
+        `fail_next` and `fail_on` are used in the order they were scripted."""
+        if op is None and to is None:
+            raise ValueError("fail_on needs op= or to= (fail_next fails any call)")
+        self._failures.extend(_Failure(e, op, to) for e in errors)
+
+    def route(self, actor_id: str, actor: Handler) -> None:
+        """Calls to ``actor_id`` reach ``actor`` in this process: an ``ask`` runs its turn at
+        once and answers with its reply or its error (``ask_reply`` is not used); a ``tell``,
+        a ``tell_reliable`` and each routed target of a ``dispatch`` wait in `queued` until
+        `run_queued`. While its turn runs, ``host.self_id()`` is ``actor_id``; so it is when
+        the test hands ``actor`` to `handle`. An ask to an actor that is in a turn already (a
+        cycle) fails with ``DEADLINE_EXCEEDED``, as it would on a host once its deadline
+        passed. The call itself is still recorded and can be failed with `fail_on`."""
+        self._routes[actor_id] = actor
+
+    def run_queued(self, *, max_turns: int = 100_000) -> list[TurnError]:
+        """Delivers `queued` messages, oldest first, each in a turn of its routed actor with
+        principal ``system``, including the messages those turns queue, until none is left.
+        Returns the ones whose turn failed (a told message's error reaches no caller)."""
+        self._require_installed()
+        errors: list[TurnError] = []
+        for _ in range(max_turns):
+            if not self.queued:
+                return errors
+            q = self.queued.pop(0)
+            env = Envelope(q.sender, q.msg_type, q.payload, "system", None)
+            try:
+                self._turn(self._routes[q.to], env)
+            except SluiceError as err:
+                errors.append(TurnError(q.to, q.msg_type, q.payload, err))
+        raise RuntimeError(
+            f"run_queued: still {len(self.queued)} queued after {max_turns} turns"
+        )
 
     def advance(self, ms: int) -> None:
         """Moves the fake clock (``host.now_ms()``) forward by ``ms``."""
@@ -125,7 +246,7 @@ class FakeHost:
         `Internal` error the caller would see (``INTERNAL: <message>``), chained to it."""
         self._require_installed()
         env = Envelope(sender, msg_type, to_bytes(payload), principal, deadline_ms)
-        return turn(target, env)
+        return self._turn(target, env)
 
     # -- installing -----------------------------------------------------------------------
 
@@ -174,31 +295,73 @@ class FakeHost:
                 "FakeHost is not installed: use `with FakeHost() as fake:`"
             )
 
+    def _turn(self, target: Handler, env: Envelope) -> bytes:
+        """One turn of ``target``, as its routed id when it has one."""
+        routed_as = next((i for i, a in self._routes.items() if a is target), None)
+        self._turns.append(_Frame(target, routed_as, env.principal))
+        try:
+            return turn(target, env)
+        finally:
+            self._turns.pop()
+
+    def _current_id(self) -> str:
+        """The id of the actor whose turn is running (`self_id` outside a routed one)."""
+        routed_as = self._turns[-1].routed_as if self._turns else None
+        return self.self_id if routed_as is None else routed_as
+
     def _record(self, call: Call) -> None:
+        if self._turns and self._turns[-1].routed_as is not None:
+            call = replace(call, by=self._turns[-1].routed_as)
         self.calls.append(call)
-        if self._failures:
-            err = self._failures.pop(0)
-            raise Err(to_wit(err) if isinstance(err, SluiceError) else err)
+        for i, failure in enumerate(self._failures):
+            if failure.matches(call):
+                del self._failures[i]
+                err = failure.error
+                raise Err(to_wit(err) if isinstance(err, SluiceError) else err)
+
+    def _queue(
+        self, to: str, msg_type: str, payload: bytes, sender: str | None
+    ) -> None:
+        if to in self._routes:
+            self.queued.append(Queued(to, msg_type, payload, sender))
 
     def _tell(self, to: str, msg_type: str, payload: bytes) -> wit_types.TellReceipt:
         self._record(Call("tell", to, msg_type, bytes(payload)))
+        self._queue(to, msg_type, bytes(payload), self._current_id())
         return _RECEIPTS[self.receipt]
 
     def _ask(self, to: str, msg_type: str, payload: bytes, timeout_ms: int) -> bytes:
         self._record(Call("ask", to, msg_type, bytes(payload), timeout_ms=timeout_ms))
-        reply = self.ask_reply
-        return (
-            reply if isinstance(reply, bytes) else reply(to, msg_type, bytes(payload))
+        target = self._routes.get(to)
+        if target is None:
+            reply = self.ask_reply
+            return (
+                reply
+                if isinstance(reply, bytes)
+                else reply(to, msg_type, bytes(payload))
+            )
+        if any(frame.actor is target for frame in self._turns):
+            msg = f"DEADLINE_EXCEEDED: {to} is in a turn already (an ask cycle)"
+            raise Err(to_wit(DeadlineExceeded(msg)))
+        principal = self._turns[-1].principal if self._turns else "system"
+        env = Envelope(
+            self._current_id(), msg_type, bytes(payload), principal, timeout_ms
         )
+        try:
+            return self._turn(target, env)
+        except SluiceError as err:
+            raise Err(to_wit(err)) from None
 
     def _schedule(self, delay_ms: int, msg_type: str, payload: bytes) -> None:
         self._record(Call("schedule", "", msg_type, bytes(payload), delay_ms=delay_ms))
 
     def _self_id(self) -> str:
-        return self.self_id
+        return self._current_id()
 
     def _now_ms(self) -> int:
-        return self.now_ms
+        now = self.now_ms
+        self.now_ms += self.tick_ms
+        return now
 
     def _log(self, level: wit_types.LogLevel, msg: str) -> None:
         self.logs.append((level.name.lower(), msg))
@@ -207,13 +370,20 @@ class FakeHost:
         self._record(
             Call("dispatch", "", req.msg_type, bytes(req.payload), request=req)
         )
-        accepted, rejected = self.dispatch_result or (len(req.targets), 0)
+        for to in req.targets:
+            self._queue(to, req.msg_type, bytes(req.payload), req.dispatcher_id)
+        answer = self.dispatch_result
+        if answer is None:
+            accepted, rejected = len(req.targets), 0
+        else:
+            accepted, rejected = answer if isinstance(answer, tuple) else answer(req)
         return wit_types.DispatchResult(accepted=accepted, rejected=rejected)
 
     def _tell_reliable(
         self, to: str, msg_type: str, payload: bytes
     ) -> wit_types.DeliveryPath:
         self._record(Call("tell_reliable", to, msg_type, bytes(payload)))
+        self._queue(to, msg_type, bytes(payload), self._current_id())
         return _PATHS[self.delivery_path]
 
     def _publish(self, topic: str, payload: bytes) -> None:

@@ -9,7 +9,7 @@ from wit_world.imports import types
 import sluice
 from sluice import host
 from sluice._actor import Export, register
-from sluice.testing import Call, FakeHost
+from sluice.testing import Call, FakeHost, Queued, TurnError
 
 E = types.ErrorCode
 
@@ -296,3 +296,115 @@ def test_fake_host_uninstalls_and_refuses_handle_when_not_installed():
         host.now_ms()
     with pytest.raises(RuntimeError, match="not installed"):
         fake.handle(sluice.Actor(), "x")
+
+
+def test_fake_host_fail_on_fails_only_the_calls_it_names_in_script_order():
+    full = sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", retry_after_ms=1)
+    late = sluice.DeadlineExceeded("DEADLINE_EXCEEDED: call timed out")
+    with FakeHost() as fake:
+        fake.fail_on(full, full, op="tell", to="C/1")
+        fake.fail_on(late, op="ask")
+        fake.fail_on(full, to="W/2")  # a dispatch naming W/2 among its targets
+        with pytest.raises(ValueError, match="op= or to="):
+            fake.fail_on(full)
+        assert host.tell("C/2", "x") == "queued"
+        with pytest.raises(sluice.ResourceExhausted):
+            host.tell("C/1", "x")
+        assert host.outbox.dispatch("", "D/1", ["W/1"], b"") == (1, 0)
+        with pytest.raises(sluice.ResourceExhausted):
+            host.outbox.dispatch("", "D/1", ["W/1", "W/2"], b"")
+        with pytest.raises(sluice.ResourceExhausted):
+            host.tell("C/1", "x")
+        assert host.tell("C/1", "x") == "queued"
+        with pytest.raises(sluice.DeadlineExceeded):
+            host.ask("C/1", "x")
+        assert host.ask("C/1", "x") == b"{}"
+        assert len(fake.calls) == 8, "a failed call is recorded too"
+
+
+def test_fake_host_dispatch_result_and_clock_can_be_functions_of_the_call():
+    with FakeHost(
+        dispatch_result=lambda req: (1, len(req.targets) - 1), tick_ms=2
+    ) as fake:
+        assert host.outbox.dispatch("", "D/1", ["W/1", "W/2", "W/3"], b"") == (1, 2)
+        assert (host.now_ms(), host.now_ms(), fake.now_ms) == (1000, 1002, 1004)
+        fake.dispatch_result = (0, 1)
+        assert host.outbox.dispatch("", "D/1", ["W/1"], b"") == (0, 1)
+
+
+def test_fake_host_routes_asks_at_once_and_queues_tells_and_dispatches():
+    class Worker(sluice.Actor):
+        def __init__(self):
+            self.got = []
+
+        def handle(self, env):
+            self.got.append((env.sender, env.msg_type, env.json()))
+            if env.msg_type == "bad":
+                raise sluice.InvalidArgument("INVALID_ARGUMENT: bad")
+            if env.msg_type == "report":
+                host.tell("Leader/1", "done", {"by": host.self_id()})
+            return {"me": host.self_id(), "deadline": env.deadline_ms}
+
+    class Leader(sluice.Actor):
+        def __init__(self):
+            self.done = []
+
+        def handle(self, env):
+            if env.msg_type == "done":
+                self.done.append(env.json()["by"])
+                return None
+            reply = host.ask("Worker/1", "work", {"n": 1}, timeout_ms=300)
+            host.tell("Worker/1", "report", {})
+            host.outbox.dispatch(
+                "",
+                "Leader/1",
+                ["Worker/1", "Elsewhere/1"],
+                b'{"t":1}',
+                "cast",
+                "k",
+                "append",
+            )
+            with pytest.raises(sluice.InvalidArgument) as bad:
+                host.ask("Worker/1", "bad", {})
+            assert str(bad.value) == "INVALID_ARGUMENT: bad"
+            return reply
+
+    worker, leader = Worker(), Leader()
+    with FakeHost() as fake:
+        fake.route("Worker/1", worker)
+        fake.route("Leader/1", leader)
+        assert fake.handle(leader, "start") == b'{"me":"Worker/1","deadline":300}'
+        assert worker.got == [("Leader/1", "work", {"n": 1}), ("Leader/1", "bad", {})]
+        assert fake.queued == [
+            Queued("Worker/1", "report", b"{}", "Leader/1"),
+            Queued("Worker/1", "dispatch", b'{"t":1}', "Leader/1"),
+        ]
+        assert [c.by for c in fake.calls] == ["Leader/1"] * 4
+        assert fake.run_queued() == []
+        assert worker.got[2:] == [
+            ("Leader/1", "report", {}),
+            ("Leader/1", "dispatch", {"t": 1}),
+        ]
+        assert leader.done == ["Worker/1"]
+        assert fake.calls[-1] == Call(
+            "tell", "Leader/1", "done", b'{"by":"Worker/1"}', by="Worker/1"
+        )
+        # A queued turn's error comes back from run_queued; an ask cycle is DEADLINE_EXCEEDED.
+        host.tell("Worker/1", "bad", {})
+        [failed] = fake.run_queued()
+        assert (failed.to, failed.msg_type, str(failed.error)) == (
+            "Worker/1",
+            "bad",
+            "INVALID_ARGUMENT: bad",
+        )
+        assert isinstance(failed, TurnError) and isinstance(
+            failed.error, sluice.InvalidArgument
+        )
+
+        class Cycle(sluice.Actor):
+            def handle(self, env):
+                return host.ask("Cycle/1", "again", b"")
+
+        fake.route("Cycle/1", Cycle())
+        with pytest.raises(sluice.DeadlineExceeded, match="in a turn already"):
+            host.ask("Cycle/1", "go", b"")

@@ -199,3 +199,88 @@ test("FakeHost scripted errors arrive typed, one call each; uninstalled, the imp
   assert.throws(() => host.nowMs(), /no fake host installed/);
   fake.install();
 });
+
+test("FakeHost.failOn fails only the calls it names, in script order", () => {
+  const full = new ResourceExhausted("RESOURCE_EXHAUSTED: full", { retryAfterMs: 1 });
+  const late = new DeadlineExceeded("DEADLINE_EXCEEDED: call timed out");
+  const f = new FakeHost();
+  fake.uninstall();
+  f.install();
+  try {
+    f.failOn({ op: "tell", to: "C/1" }, full, full);
+    f.failOn({ op: "ask" }, late);
+    f.failOn({ to: "W/2" }, full); // a dispatch naming W/2 among its targets
+    assert.throws(() => f.failOn({}, full), /op or to/);
+    assert.equal(host.tell("C/2", "x"), "queued");
+    assert.throws(() => host.tell("C/1", "x"), ResourceExhausted);
+    assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1"], ""), [1, 0]);
+    assert.throws(() => host.outbox.dispatch("", "D/1", ["W/1", "W/2"], ""), ResourceExhausted);
+    assert.throws(() => host.tell("C/1", "x"), ResourceExhausted);
+    assert.equal(host.tell("C/1", "x"), "queued");
+    assert.throws(() => host.ask("C/1", "x"), DeadlineExceeded);
+    assert.equal(decodeUtf8(host.ask("C/1", "x")), "{}");
+    assert.equal(f.calls.length, 8, "a failed call is recorded too");
+  } finally {
+    f.uninstall();
+    fake.install();
+  }
+});
+
+test("FakeHost dispatchResult and clock can be functions of the call", () => {
+  fake.dispatchResult = (req) => [1, req.targets.length - 1];
+  fake.tickMs = 2;
+  assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1", "W/2", "W/3"], ""), [1, 2]);
+  assert.deepEqual([host.nowMs(), host.nowMs(), fake.nowMs], [1234, 1236, 1238]);
+  fake.dispatchResult = [0, 1];
+  assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1"], ""), [0, 1]);
+});
+
+test("FakeHost.route runs a routed ask at once and queues tells and dispatches for runQueued", () => {
+  const got: [string | null, string, unknown][] = [];
+  const worker = {
+    handle(env: Envelope) {
+      got.push([env.sender, env.msgType, env.json()]);
+      if (env.msgType === "bad") throw new InvalidArgument("INVALID_ARGUMENT: bad");
+      if (env.msgType === "report") host.tell("Leader/1", "done", { by: host.selfId() });
+      return { me: host.selfId(), deadline: env.deadlineMs };
+    },
+  };
+  const done: string[] = [];
+  const leader = {
+    handle(env: Envelope) {
+      if (env.msgType === "done") {
+        done.push(env.json().by);
+        return null;
+      }
+      const reply = host.ask("Worker/1", "work", { n: 1 }, 300);
+      host.tell("Worker/1", "report", {});
+      host.outbox.dispatch("", "Leader/1", ["Worker/1", "Elsewhere/1"], '{"t":1}', "cast", "k", "append");
+      assert.throws(() => host.ask("Worker/1", "bad", {}),
+        (e: unknown) => e instanceof InvalidArgument && e.message === "INVALID_ARGUMENT: bad");
+      return reply;
+    },
+  };
+  fake.route("Worker/1", worker);
+  fake.route("Leader/1", leader);
+  assert.equal(fake.text(leader, "start"), '{"me":"Worker/1","deadline":300}');
+  assert.deepEqual(got, [["Leader/1", "work", { n: 1 }], ["Leader/1", "bad", {}]]);
+  assert.deepEqual(fake.queued, [
+    { to: "Worker/1", msgType: "report", payload: encodeUtf8("{}"), sender: "Leader/1" },
+    { to: "Worker/1", msgType: "dispatch", payload: encodeUtf8('{"t":1}'), sender: "Leader/1" },
+  ]);
+  assert.deepEqual(fake.calls.map((c) => c.by), Array(4).fill("Leader/1"));
+  assert.deepEqual(fake.runQueued(), []);
+  assert.deepEqual(got.slice(2), [["Leader/1", "report", {}], ["Leader/1", "dispatch", { t: 1 }]]);
+  assert.deepEqual(done, ["Worker/1"]);
+  assert.deepEqual(fake.calls.at(-1),
+    { op: "tell", to: "Leader/1", msgType: "done", payload: encodeUtf8('{"by":"Worker/1"}'), by: "Worker/1" });
+  // A queued turn's error comes back from runQueued; an ask cycle is DEADLINE_EXCEEDED.
+  host.tell("Worker/1", "bad", {});
+  const [failed, ...rest] = fake.runQueued();
+  assert.deepEqual(rest, []);
+  assert.deepEqual([failed?.to, failed?.msgType, failed?.error.message], ["Worker/1", "bad", "INVALID_ARGUMENT: bad"]);
+  assert.ok(failed?.error instanceof InvalidArgument);
+  fake.route("Cycle/1", { handle: () => host.ask("Cycle/1", "again") });
+  assert.throws(() => host.ask("Cycle/1", "go"),
+    (e: unknown) => e instanceof DeadlineExceeded && /in a turn already/.test(e.message));
+});

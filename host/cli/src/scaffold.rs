@@ -99,16 +99,23 @@ fn template(lang: &str, sdk: &Path) -> Vec<(&'static str, String)> {
                 include_str!("../../../guests/python/template/test_app.py").to_string(),
             ),
         ],
+        // Every `../` of these files is the SDK folder: the test script's tsc and test hooks,
+        // the tsconfigs' base, `paths`, generated WIT types and Node's types.
         "typescript" => vec![
             (
                 "package.json",
-                include_str!("../../../guests/typescript/template/package.json").replace(
-                    "--import ../sdk/testing/register.mjs",
-                    &format!(
-                        "--import {}",
-                        s(&sdk.join("sdk").join("testing").join("register.mjs"))
-                    ),
-                ),
+                include_str!("../../../guests/typescript/template/package.json")
+                    .replace(" ../", &format!(" {}/", s(sdk))),
+            ),
+            (
+                "tsconfig.json",
+                include_str!("../../../guests/typescript/template/tsconfig.json")
+                    .replace("\"../", &format!("\"{}/", s(sdk))),
+            ),
+            (
+                "tsconfig.test.json",
+                include_str!("../../../guests/typescript/template/tsconfig.test.json")
+                    .replace("\"../", &format!("\"{}/", s(sdk))),
             ),
             (
                 "app.ts",
@@ -162,7 +169,9 @@ fn test_command(lang: &str) -> (&'static str, &'static str) {
             "npm test",
             "`app.test.ts` runs the actor in Node's test runner against the SDK's fake host\n\
              (`FakeHost` from `@sluice/guest/testing`), which records the host calls the actor makes\n\
-             and answers them; `npm test` loads the SDK's test hooks by path (nothing to install).",
+             and answers them; `npm test` type-checks it first (`tsconfig.test.json`, with Node's\n\
+             types; the actor's own `tsconfig.json` has none) and loads the SDK's tsc, types and\n\
+             test hooks by path (nothing to install).",
         ),
         "rust" => (
             "cargo test",
@@ -288,7 +297,7 @@ mod tests {
         let sdk = Path::new("/checkout/guests/LANG");
         for lang in LANGUAGES {
             for (name, text) in template(lang, sdk) {
-                for relative in ["\"..", "=> ..", "../sdk", "'..'"] {
+                for relative in ["\"..", "=> ..", "../sdk", "'..'", " ../"] {
                     assert!(
                         !text.contains(relative),
                         "{lang} {name} still has {relative:?}:\n{text}"
@@ -305,10 +314,27 @@ mod tests {
         assert!(
             files("python")["pyproject.toml"].contains(r#"pythonpath = ["/checkout/guests/LANG"]"#)
         );
+        let ts = files("typescript");
         assert!(
-            files("typescript")["package.json"]
-                .contains("--import /checkout/guests/LANG/sdk/testing/register.mjs")
+            ts["package.json"].contains(
+                "node /checkout/guests/LANG/node_modules/typescript/bin/tsc -p tsconfig.test.json && \
+                 node --import /checkout/guests/LANG/sdk/testing/register.mjs"
+            ),
+            "{}",
+            ts["package.json"]
         );
+        assert!(
+            ts["tsconfig.json"]
+                .contains(r#""extends": "/checkout/guests/LANG/tsconfig.base.json""#)
+        );
+        let test_config = &ts["tsconfig.test.json"];
+        for want in [
+            r#""typeRoots": ["/checkout/guests/LANG/node_modules/@types"]"#,
+            r#""@sluice/guest/testing": ["/checkout/guests/LANG/sdk/testing/index.ts"]"#,
+            r#""/checkout/guests/LANG/types/generated/actor-world.d.ts""#,
+        ] {
+            assert!(test_config.contains(want), "{want}:\n{test_config}");
+        }
         assert_eq!(
             files("rust")["Cargo.toml"]
                 .matches(r#"path = "/checkout/guests/LANG/sdk""#)

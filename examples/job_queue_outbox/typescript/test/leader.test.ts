@@ -1,105 +1,187 @@
-// The leader's scenarios against an in-process fake host (run: node test/run.mjs).
-// Numbers differ from a real host (no concurrency, no timing); the invariants must not.
-import { test, beforeEach } from "node:test";
+// The leader's scenarios on the SDK's fake host (`FakeHost` from @sluice/guest/testing), with
+// every actor they reach routed to an in-process JobQueue playing its role (run: node
+// test/run.mjs). The fake delivers every queued message and has no outbox: the host's limits,
+// idempotency keys, coalescing, retries and dead letters are checked by the driver against a
+// real host (`cargo test -p sluice-tests --test job_queue_outbox typescript`). Here the
+// scripted dispatch answers stand in for the host's, and the actors' own invariants must hold.
+import { afterEach, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
-import { world } from "./fake-world.ts";
+import { DeadlineExceeded, InvalidArgument, ResourceExhausted } from "@sluice/guest";
+import { FakeHost } from "@sluice/guest/testing";
+import type { DispatchRequest } from "sluice:actor/types@0.1.0";
+import { type Config, JobQueue } from "../app.ts";
 
 const L = "JobQueueLeader/main";
-const workers = (n: number) => Array.from({ length: n }, (_, i) => `Worker/worker-${i}`);
+const COLLECTOR = "TelemetryCollector/main";
+/** Per actor type, its `init` table (app-config.toml). */
+const INIT: Record<string, Config> = {
+  JobQueueLeader: { role: "leader" },
+  Worker: { role: "worker" },
+  ConfigServer: { role: "config_server", work_ms: 2 },
+  TelemetryCollector: { role: "collector", work_ms: 1 },
+  Device: { role: "device", online: true },
+};
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const workers = (n: number) => range(n).map((i) => `Worker/worker-${i}`);
 
-beforeEach(() => world.reset());
+let fake: FakeHost;
+beforeEach(() => {
+  // Every clock reading moves the clock 1 ms on, so the roles' busy-waits end.
+  fake = new FakeHost({ selfId: L, tickMs: 1 }).install();
+});
+afterEach(() => fake.uninstall());
 
-test("thundering_herd: accepted + rejected == targets, redelivery absorbed, each task once", () => {
-  const r = world.ask(L, "thundering_herd", { workers: 100, task_id: "herd-1" });
+/** A JobQueue with `id`'s role (its type's init, then `init`), routed as `id`. */
+function spawn(id: string, init: Config = {}): JobQueue {
+  const a = new JobQueue();
+  a.init(JSON.stringify({ ...INIT[id.split("/")[0] ?? ""], ...init }));
+  fake.route(id, a);
+  return a;
+}
+
+/** One message to `a`, its JSON reply (what the driver's ask gets). */
+function ask(a: JobQueue, msgType: string, payload: unknown = {}): any {
+  return JSON.parse(fake.text(a, msgType, payload));
+}
+
+/** The WIT requests of every dispatch so far. */
+function dispatches(): DispatchRequest[] {
+  return fake.calls.flatMap((c) => (c.request ? [c.request] : []));
+}
+
+test("thundering_herd: accepted + rejected == targets, the redelivery has the same key, each task once", () => {
+  const leader = spawn(L);
+  const ws = workers(100).map((w) => spawn(w));
+  // The host's limiter takes 10 at once (the relay the rest); the redelivery is all duplicates.
+  let n = 0;
+  fake.dispatchResult = (req) => (n++ === 0 ? [10, req.targets.length - 10] : [req.targets.length, 0]);
+  const r = ask(leader, "thundering_herd", { workers: 100, task_id: "herd-1" });
   assert.equal(r.targets, 100);
-  assert.equal(r.accepted + r.rejected, 100);
-  assert.ok(r.rejected > 0, "the limiter leaves some for the relay");
-  assert.deepEqual(r.redelivery, { accepted: 100, rejected: 0 }, "every target is a duplicate");
+  assert.deepEqual([r.accepted, r.rejected], [10, 90]);
+  assert.deepEqual(r.redelivery, { accepted: 100, rejected: 0 });
   assert.equal(typeof r.wall_ms, "number");
-  world.drain();
-  for (const w of workers(100)) assert.deepEqual(world.ask(w, "state").tasks, { "herd-1": 1 }, w);
+  const [first, again] = dispatches();
+  assert.deepEqual(again, first, "the very same dispatch again");
+  assert.deepEqual([first?.targets, first?.idempotencyKey, first?.conflict, first?.mode],
+    [workers(100), "herd-1", "append", "cast"]);
+  // The fake delivers both; each worker records the task once.
+  assert.deepEqual(fake.runQueued(), []);
+  for (const [i, w] of ws.entries()) assert.deepEqual(ask(w, "state").tasks, { "herd-1": 1 }, `worker-${i}`);
 });
 
 test("config_wave_deploy: every worker gets V, every download served once, C > 0", () => {
-  const r = world.ask(L, "config_wave_deploy", { workers: 100, wave_size: 20, version: "2.1.0" });
+  const leader = spawn(L);
+  const ws = workers(100).map((w) => spawn(w));
+  const servers = [spawn("ConfigServer/cs-0"), spawn("ConfigServer/cs-1")];
+  // The two-slot config servers refuse one download in three (the relay delivers it later).
+  let k = 0;
+  fake.dispatchResult = (req) =>
+    req.targets[0]?.startsWith("ConfigServer/") && k++ % 3 === 0 ? [0, 1] : [req.targets.length, 0];
+  const r = ask(leader, "config_wave_deploy", { workers: 100, wave_size: 20, version: "2.1.0" });
   assert.deepEqual(r.waves.map((w: any) => [w.wave, w.targets]), range(5).map((i) => [i, 20]));
   assert.equal(r.total_accepted + r.total_rejected, 100);
-  assert.ok(r.config_server_rejected > 0, "the two-slot config servers refused");
-  world.drain();
-  for (const w of workers(100)) assert.equal(world.ask(w, "state").config_version, "2.1.0");
-  const served = [...world.ask("ConfigServer/cs-0", "state").served, ...world.ask("ConfigServer/cs-1", "state").served];
+  assert.equal(r.config_server_rejected, 34, "ceil(100 / 3)");
+  assert.deepEqual(fake.runQueued(), []);
+  for (const w of ws) assert.equal(ask(w, "state").config_version, "2.1.0");
+  const served: string[] = servers.flatMap((s) => ask(s, "state").served);
   assert.deepEqual(served.sort(), workers(100).sort());
-  assert.deepEqual(world.dead(), []);
 });
 
 test("send_heartbeat: seq counts from 1, workers end with the last one, never backwards", () => {
+  const leader = spawn(L);
+  const ws = workers(30).map((w) => spawn(w));
   for (let s = 1; s <= 3; s++) {
-    const r = world.ask(L, "send_heartbeat", { workers: 30 });
+    const r = ask(leader, "send_heartbeat", { workers: 30 });
     assert.equal(r.seq, s);
     assert.equal(r.accepted + r.rejected, 30);
   }
-  world.drain();
-  for (const w of workers(30)) {
-    const hb: number[] = world.ask(w, "state").heartbeats;
-    assert.equal(hb.at(-1), 3, w);
-    assert.ok(hb.every((s, i) => i === 0 || hb[i - 1] < s), `${w}: ${hb}`);
+  // One key, overwrite: what lets the host keep only the newest pending heartbeat per worker.
+  assert.ok(dispatches().every((d) => d.idempotencyKey === "hb-leader-worker-101" && d.conflict === "overwrite"));
+  assert.deepEqual(fake.runQueued(), []);
+  for (const [i, w] of ws.entries()) {
+    const hb: number[] = ask(w, "state").heartbeats;
+    assert.equal(hb.at(-1), 3, `worker-${i}`);
+    assert.ok(hb.every((s, j) => j === 0 || hb[j - 1]! < s), `worker-${i}: ${hb}`);
   }
 });
 
-test("heartbeat_burst: the full leader mailbox coalesces the burst to 1..8 then 50", () => {
-  const r = world.ask(L, "heartbeat_burst", { count: 50 });
+test("heartbeat_burst: worker-101's heartbeats wait for the leader's turn, then arrive in order", () => {
+  const leader = spawn(L);
+  spawn("Worker/worker-101");
+  const r = ask(leader, "heartbeat_burst", { count: 50 });
   assert.equal(r.sent, 50);
   assert.equal(r.accepted + r.rejected, 50);
-  world.drain();
-  const seqs: number[] = world.ask(L, "heartbeats").seqs;
-  assert.ok(seqs.length >= 1 && seqs.length <= 10, String(seqs));
-  assert.ok(seqs.every((s, i) => i === 0 || seqs[i - 1] < s), String(seqs));
+  // While the leader's turn waited for the worker, the burst piled up for the leader.
+  assert.deepEqual(fake.queued.map((q) => [q.to, q.sender]), Array(50).fill([L, "Worker/worker-101"]));
+  assert.ok(dispatches().every((d) =>
+    d.targets.length === 1 && d.targets[0] === L && d.idempotencyKey === "hb-leader-worker-101" && d.conflict === "overwrite"));
+  assert.deepEqual(fake.runQueued(), []);
+  const seqs: number[] = ask(leader, "heartbeats").seqs;
+  assert.ok(seqs.every((s, i) => i === 0 || seqs[i - 1]! < s), String(seqs));
   assert.equal(seqs.at(-1), 50);
 });
 
 test("telemetry_test: fast path + fallback == count, fallback used, every seq once", () => {
-  const r = world.ask(L, "telemetry_test", { count: 200 });
-  assert.equal(r.count, 200);
-  assert.equal(r.fast_path_success + r.outbox_fallback, 200);
-  assert.ok(r.outbox_fallback > 0 && r.fast_path_success > 0, JSON.stringify(r));
-  assert.ok(r.burst_refused > 0);
-  world.drain();
-  const st = world.ask("TelemetryCollector/main", "state");
+  const leader = spawn(L);
+  const collector = spawn(COLLECTOR);
+  const full = new ResourceExhausted("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=1)", { retryAfterMs: 1 });
+  // Two burst tells refused; two samples' asks fail, two different ways.
+  fake.failOn({ op: "tell", to: COLLECTOR }, full, full);
+  fake.failOn({ op: "ask", to: COLLECTOR }, full, new DeadlineExceeded("DEADLINE_EXCEEDED: call timed out"));
+  const r = ask(leader, "telemetry_test", { count: 200 });
+  assert.deepEqual(r, { count: 200, fast_path_success: 198, outbox_fallback: 2, burst_refused: 2 });
+  assert.deepEqual(dispatches().map((d) => [d.targets, d.idempotencyKey]), [[[COLLECTOR], "tel-0"], [[COLLECTOR], "tel-1"]]);
+  assert.deepEqual(fake.runQueued(), []);
+  const st = ask(collector, "state");
   assert.deepEqual([...st.telemetry].sort((a, b) => a - b), range(200));
   assert.equal(st.bursts, 20 * 6 - r.burst_refused);
 });
 
 test("firmware_rollout: every device gets 0..19 in order", () => {
-  const r = world.ask(L, "firmware_rollout", { devices: 10, count: 20 });
+  const leader = spawn(L);
+  const devices = range(10).map((d) => spawn(`Device/dev-${d}`));
+  const r = ask(leader, "firmware_rollout", { devices: 10, count: 20 });
   assert.deepEqual([r.targets, r.messages, r.accepted + r.rejected], [10, 200, 200]);
-  world.drain();
-  for (let d = 0; d < 10; d++) assert.deepEqual(world.ask(`Device/dev-${d}`, "state").firmware, range(20));
+  assert.ok(dispatches().every((d, k) => d.mode === "call" && d.idempotencyKey === `fw-${k}`));
+  assert.deepEqual(fake.runQueued(), []);
+  for (const d of devices) assert.deepEqual(ask(d, "state").firmware, range(20));
 });
 
 test("firmware_rollout offline: nothing delivered, devices ask to come back later", () => {
-  world.reset({ Device: { online: false } });
-  const r = world.ask(L, "firmware_rollout", { devices: 10, count: 20 });
+  const leader = spawn(L);
+  const devices = range(10).map((d) => spawn(`Device/dev-${d}`, { online: false }));
+  // Every call-mode attempt fails: the host keeps all 200 for the relay.
+  fake.dispatchResult = (req) => [0, req.targets.length];
+  const r = ask(leader, "firmware_rollout", { devices: 10, count: 20 });
   assert.deepEqual([r.accepted, r.rejected], [0, 200]);
-  assert.equal(world.pending().length, 200);
-  world.drain();
-  assert.ok(world.dead().every((row) => row.lastError === "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)"));
+  assert.equal(fake.queued.length, 200);
+  const failed = fake.runQueued();
+  assert.equal(failed.length, 200);
+  assert.ok(failed.every(({ error }) => error instanceof ResourceExhausted && error.retryAfterMs === 1000
+    && error.message === "RESOURCE_EXHAUSTED: device offline (retry_after_ms=1000)"));
+  for (const d of devices) assert.deepEqual(ask(d, "state").firmware, []);
 });
 
-test("poison: dead after 5 attempts with the worker's error; after fix a replay records it once", () => {
-  assert.deepEqual(world.ask(L, "poison"), { accepted: 0, rejected: 1 });
-  world.drain();
-  const [dead] = world.dead();
-  assert.equal(dead.receiver, "Worker/poison");
-  assert.equal(dead.attempts, 5);
-  assert.equal(dead.lastError, "INVALID_ARGUMENT: malformed task");
-  world.ask("Worker/poison", "fix");
-  Object.assign(dead, { state: "pending", attempts: 0 }); // the DLQ replay
-  world.drain();
-  assert.deepEqual(world.ask("Worker/poison", "state").tasks, { poison: 1 });
+test("poison: the worker fails it with its error; after fix a replay records it once", () => {
+  const leader = spawn(L);
+  const worker = spawn("Worker/poison");
+  fake.dispatchResult = [0, 1];
+  assert.deepEqual(ask(leader, "poison"), { accepted: 0, rejected: 1 });
+  const [d] = dispatches();
+  assert.deepEqual([d?.targets, d?.mode, d?.idempotencyKey], [["Worker/poison"], "call", "poison-1"]);
+  const [failed, ...rest] = fake.runQueued();
+  assert.deepEqual(rest, []);
+  assert.equal(failed?.to, "Worker/poison");
+  assert.ok(failed?.error instanceof InvalidArgument);
+  assert.equal(failed.error.message, "INVALID_ARGUMENT: malformed task");
+  ask(worker, "fix");
+  for (let i = 0; i < 2; i++) fake.handle(worker, failed.msgType, failed.payload, { sender: "job-queue-leader" }); // the DLQ replay, twice
+  assert.deepEqual(ask(worker, "state").tasks, { poison: 1 });
 });
 
 test("unknown roles and messages are INVALID_ARGUMENT guest errors, not traps", () => {
-  assert.throws(() => world.ask(L, "nope"), (e: any) => e.code === "invalid-argument" && /does not handle/.test(e.message));
-  assert.throws(() => world.ask("Worker/x", "dispatch", { nothing: 1 }), (e: any) => e.code === "invalid-argument");
+  assert.throws(() => new JobQueue().init('{"role":"janitor"}'), InvalidArgument);
+  assert.throws(() => fake.handle(spawn(L), "nope"),
+    (e: unknown) => e instanceof InvalidArgument && /does not handle/.test(e.message));
+  assert.throws(() => fake.handle(spawn("Worker/x"), "dispatch", { nothing: 1 }), InvalidArgument);
 });
