@@ -2,8 +2,12 @@ package sluicetest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	sluice "sluice.dev/guest"
 	"sluice.dev/guest/host"
@@ -62,5 +66,225 @@ func TestDefaultsMatchTheOtherSDKsFakes(t *testing.T) {
 	}
 	if _, err := host.Tell(ctx, "W/9", "t", nil); err != nil {
 		t.Fatalf("FailWith fails one call: %v", err)
+	}
+}
+
+func TestFailOnFailsOnlyTheCallsItNamesInScriptOrder(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	ctx := context.Background()
+	full := sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", 1)
+	late := sluice.Errorf(sluice.CodeDeadlineExceeded, "call timed out")
+	fake.FailOn("tell", "C/1", full, full)
+	fake.FailOn("ask", "", late)
+	fake.FailOn("", "W/2", full) // a dispatch naming W/2 among its targets
+	for _, bad := range [][2]string{{"", ""}, {"Tell", ""}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("FailOn(%q, %q) must panic", bad[0], bad[1])
+				}
+			}()
+			fake.FailOn(bad[0], bad[1], full)
+		}()
+	}
+	if r, err := host.Tell(ctx, "C/2", "x", nil); r != sluice.Queued || err != nil {
+		t.Fatalf("another target goes through: %v %v", r, err)
+	}
+	if _, err := host.Tell(ctx, "C/1", "x", nil); err != full {
+		t.Fatalf("tell to C/1: %v", err)
+	}
+	dispatch := func(targets ...string) (*sluice.DispatchResult, error) {
+		return host.Outbox().Dispatch(ctx, sluice.DispatchRequest{DispatcherID: "D/1", Targets: targets})
+	}
+	if res, err := dispatch("W/1"); err != nil || *res != (sluice.DispatchResult{Accepted: 1}) {
+		t.Fatalf("a dispatch without W/2 goes through: %+v %v", res, err)
+	}
+	if _, err := dispatch("W/1", "W/2"); !errors.Is(err, sluice.ErrResourceExhausted) {
+		t.Fatalf("a dispatch naming W/2: %v", err)
+	}
+	if _, err := host.Tell(ctx, "C/1", "x", nil); err != full {
+		t.Fatalf("the second error for C/1: %v", err)
+	}
+	if _, err := host.Tell(ctx, "C/1", "x", nil); err != nil {
+		t.Fatalf("each error fails one call: %v", err)
+	}
+	if _, err := host.Ask(ctx, "C/1", "x", nil); !errors.Is(err, sluice.ErrDeadlineExceeded) {
+		t.Fatalf("ask: %v", err)
+	}
+	if out, err := host.Ask(ctx, "C/1", "x", nil); err != nil || string(out) != "{}" {
+		t.Fatalf("the next ask: %q %v", out, err)
+	}
+	if len(fake.Calls) != 8 {
+		t.Fatalf("a failed call is recorded too: %d calls", len(fake.Calls))
+	}
+	// FailWith goes first, then what FailOn scripted.
+	fake.FailOn("publish", "", full)
+	fake.FailWith = sluice.NotFound("NOT_FOUND: x")
+	if err := host.Bus().Publish(ctx, "a.b", nil); !errors.Is(err, sluice.ErrNotFound) {
+		t.Fatalf("FailWith first: %v", err)
+	}
+	if err := host.Bus().Publish(ctx, "a.b", nil); err != full {
+		t.Fatalf("then FailOn: %v", err)
+	}
+}
+
+func TestDispatchResultAndClockCanBeFunctionsOfTheCall(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	ctx := context.Background()
+	fake.DispatchResultFunc = func(req sluice.DispatchRequest) sluice.DispatchResult {
+		return sluice.DispatchResult{Accepted: 1, Rejected: uint32(len(req.Targets) - 1)}
+	}
+	fake.TickMs = 2
+	res, err := host.Outbox().Dispatch(ctx, sluice.DispatchRequest{Targets: []string{"W/1", "W/2", "W/3"}})
+	if err != nil || *res != (sluice.DispatchResult{Accepted: 1, Rejected: 2}) {
+		t.Fatalf("dispatch answered from its request: %+v %v", res, err)
+	}
+	if a, b := host.NowMs(), host.NowMs(); a != 1000 || b != 1002 || fake.Now != 1004 {
+		t.Fatalf("every reading moves the clock on: %d %d %d", a, b, fake.Now)
+	}
+	fake.Result = &sluice.DispatchResult{Rejected: 1}
+	res, err = host.Outbox().Dispatch(ctx, sluice.DispatchRequest{Targets: []string{"W/1"}})
+	if err != nil || *res != (sluice.DispatchResult{Rejected: 1}) {
+		t.Fatalf("Result goes before DispatchResultFunc: %+v %v", res, err)
+	}
+}
+
+// got is one message a routed test actor received.
+type got struct {
+	Sender, MsgType, Payload string
+}
+
+type routedWorker struct{ got []got }
+
+func (*routedWorker) Init(string) error { return nil }
+
+func (w *routedWorker) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
+	w.got = append(w.got, got{env.Sender, env.MsgType, env.Text()})
+	switch env.MsgType {
+	case "bad":
+		return nil, sluice.InvalidArgument("INVALID_ARGUMENT: bad")
+	case "report":
+		if _, err := host.Tell(ctx, "Leader/1", "done", map[string]string{"by": host.SelfID()}); err != nil {
+			return nil, err
+		}
+	}
+	d, _ := ctx.Deadline()
+	return sluice.Reply(map[string]any{"me": host.SelfID(), "deadline": env.DeadlineMs, "has": !d.IsZero()})
+}
+
+type routedLeader struct {
+	t    *testing.T
+	done []string
+}
+
+func (*routedLeader) Init(string) error { return nil }
+
+func (l *routedLeader) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
+	if env.MsgType == "done" {
+		var v struct{ By string }
+		if err := env.JSON(&v); err != nil {
+			return nil, err
+		}
+		l.done = append(l.done, v.By)
+		return nil, nil
+	}
+	askCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	reply, err := host.Ask(askCtx, "Worker/1", "work", map[string]int{"n": 1})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := host.Tell(ctx, "Worker/1", "report", "{}"); err != nil {
+		return nil, err
+	}
+	if _, err := host.Outbox().DispatchWithTargets(ctx, "", "Leader/1", []string{"Worker/1", "Elsewhere/1"},
+		`{"t":1}`, sluice.ModeCast, "k", sluice.ConflictAppend); err != nil {
+		return nil, err
+	}
+	_, err = host.Ask(ctx, "Worker/1", "bad", "{}")
+	if !errors.Is(err, sluice.ErrInvalidArgument) || err.Error() != "INVALID_ARGUMENT: bad" {
+		l.t.Errorf("a routed ask's error reaches the asker as the worker returned it: %v", err)
+	}
+	return reply, nil
+}
+
+func TestRouteAsksAtOnceAndQueuesTellsAndDispatchesForRunQueued(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	worker, leader := &routedWorker{}, &routedLeader{t: t}
+	fake.Route("Worker/1", worker)
+	fake.Route("Leader/1", leader)
+
+	out, err := fake.Handle(leader, &sluice.Envelope{MsgType: "start"})
+	var reply struct {
+		Me       string
+		Deadline uint64
+		Has      bool
+	}
+	if err != nil || json.Unmarshal(out, &reply) != nil || reply.Me != "Worker/1" || !reply.Has ||
+		reply.Deadline == 0 || reply.Deadline > 300 {
+		t.Fatalf("the ask ran Worker/1's turn with the ask's deadline: %s %v", out, err)
+	}
+	want := []got{{"Leader/1", "work", `{"n":1}`}, {"Leader/1", "bad", "{}"}}
+	if !reflect.DeepEqual(worker.got, want) {
+		t.Fatalf("worker got %+v", worker.got)
+	}
+	wantQueued := []sluicetest.Queued{
+		{To: "Worker/1", MsgType: "report", Payload: []byte("{}"), Sender: "Leader/1"},
+		{To: "Worker/1", MsgType: "dispatch", Payload: []byte(`{"t":1}`), Sender: "Leader/1"},
+	}
+	if !reflect.DeepEqual(fake.Queued, wantQueued) {
+		t.Fatalf("queued %+v", fake.Queued)
+	}
+	if len(fake.Calls) != 4 {
+		t.Fatalf("calls %+v", fake.Calls)
+	}
+	for _, c := range fake.Calls {
+		if c.By != "Leader/1" {
+			t.Fatalf("a call of Leader/1's turn: %+v", c)
+		}
+	}
+
+	if errs := fake.RunQueued(); errs != nil {
+		t.Fatalf("no turn failed: %v", errs)
+	}
+	want = append(want, got{"Leader/1", "report", "{}"}, got{"Leader/1", "dispatch", `{"t":1}`})
+	if !reflect.DeepEqual(worker.got, want) || !reflect.DeepEqual(leader.done, []string{"Worker/1"}) {
+		t.Fatalf("worker got %+v, leader done %v", worker.got, leader.done)
+	}
+	last := fake.Calls[len(fake.Calls)-1]
+	if !reflect.DeepEqual(last, sluicetest.Call{Op: "tell", To: "Leader/1", MsgType: "done", Payload: []byte(`{"by":"Worker/1"}`), By: "Worker/1"}) {
+		t.Fatalf("the worker's tell, made in a queued turn: %+v", last)
+	}
+	if len(fake.Queued) != 0 {
+		t.Fatalf("RunQueued leaves nothing: %+v", fake.Queued)
+	}
+
+	// A queued turn's error comes back from RunQueued; an ask cycle is DEADLINE_EXCEEDED.
+	ctx := context.Background()
+	if _, err := host.Tell(ctx, "Worker/1", "bad", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	errs := fake.RunQueued()
+	if len(errs) != 1 || errs[0].To != "Worker/1" || errs[0].MsgType != "bad" ||
+		!errors.Is(errs[0].Err, sluice.ErrInvalidArgument) || errs[0].Err.Message != "INVALID_ARGUMENT: bad" {
+		t.Fatalf("run queued: %+v", errs)
+	}
+	if g := worker.got[len(worker.got)-1]; g.Sender != "MyActor/1" {
+		t.Fatalf("a tell from outside a routed turn is sent as Self: %+v", g)
+	}
+	var cycle sluice.HandlerFunc = func(ctx context.Context, _ *sluice.Envelope) ([]byte, error) {
+		return host.Ask(ctx, "Cycle/1", "again", nil)
+	}
+	fake.Route("Cycle/1", cycle)
+	_, err = host.Ask(ctx, "Cycle/1", "go", nil)
+	var e *sluice.Error
+	if !errors.As(err, &e) || e.Code != sluice.CodeDeadlineExceeded || !strings.Contains(e.Message, "in a turn already") {
+		t.Fatalf("an ask cycle: %v", err)
+	}
+	if host.SelfID() != "MyActor/1" {
+		t.Fatalf("outside a turn the fake is Self again: %q", host.SelfID())
 	}
 }
