@@ -72,9 +72,15 @@ free_port() {
     return 1
 }
 
+OPTS="-k $DIR -c listen_addresses=127.0.0.1 -c max_connections=300"
 if [ -f "$DIR/port" ] && as_pg "$PGBIN/pg_ctl" -D "$DIR/data" status >/dev/null 2>&1; then
     PORT="$(cat "$DIR/port")"
     log "reusing the server in $DIR on port $PORT"
+elif [ -f "$DIR/port" ] && [ -d "$DIR/data" ] && as_pg "$PGBIN/pg_ctl" -D "$DIR/data" \
+        -l "$DIR/server.log" -w -t 60 -o "-p $(cat "$DIR/port") $OPTS" start >&2; then
+    # It stopped (a full disk makes Postgres shut down for good): same data, same port.
+    PORT="$(cat "$DIR/port")"
+    log "the server in $DIR had stopped; restarted it on port $PORT (its log: $DIR/server.log)"
 else
     [ -d "$DIR/data" ] && as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$DIR"
@@ -84,7 +90,7 @@ else
         || { cat "$DIR/initdb.log" >&2; exit 1; }
     PORT="$(free_port)"
     as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-        -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 -c max_connections=300" start >&2 \
+        -o "-p $PORT $OPTS" start >&2 \
         || { cat "$DIR/server.log" >&2; exit 1; }
     echo "$PORT" > "$DIR/port"
     log "started Postgres ($PGBIN) in $DIR on 127.0.0.1:$PORT"

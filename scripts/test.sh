@@ -6,6 +6,8 @@ export GOTOOLCHAIN=go1.27.3
 # The toolchains are installed below, so a missing one is a failure, never a skipped test
 # (`sluice_build::toolchains_required`, the one gate every test asks).
 export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
+# No incremental state: a test run builds once, and its incremental dirs cost gigabytes of disk.
+export CARGO_INCREMENTAL=0
 
 echo "== toolchains"
 rustup target add wasm32-wasip2 >/dev/null
@@ -33,6 +35,9 @@ echo "== build guests"
 (cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
 
 echo "== test"
+# The shared Postgres sat idle through the build: if it stopped meanwhile (a full disk stops
+# it for good), postgres.sh starts it again on its data and port, and says so.
+eval "$(bash scripts/postgres.sh)"
 # Every language's error mapping, the 200k-call soak per language and `sluice build` through
 # the CLI run by default. `--all` adds the ignored tests: the slow build of every test guest in
 # every language (host/build/tests/build_echo.rs, ~3 min).
