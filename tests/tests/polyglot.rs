@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
-use sluice_tests::{Lang, json, per_language, poly_host, test_config, wait_until};
+use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config, wait_until};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -22,6 +22,7 @@ per_language!(
     infinite_loop_is_interrupted_and_restarted,
     memory_hog_gets_resource_exhausted_at_its_limit,
     max_activations_actors_can_all_be_live,
+    every_code_raised_here_reaches_a_caller_in_another_language_unchanged,
 );
 
 fn echo_spec() -> ChildSpec {
@@ -357,4 +358,99 @@ async fn max_activations_actors_can_all_be_live(lang: Lang) {
     // One more key: an idle actor makes room, as at any cap.
     assert_eq!(host.ask("Echo/more", "echo", "y", T).await.unwrap(), b"y");
     assert_eq!(active(&host), cap as usize);
+}
+
+/// The error contract across languages (`wit/errors.json`): every code, raised by this
+/// language's echo (`Peer`, the `raise` op) and by a plain exception (`throw`), reaches a
+/// caller written in the next language (`Echo`: Rust → Go → Python → TypeScript → Rust) with
+/// the same code, class, message, `retry_after_ms` and `skipped` — and the host's own
+/// `ActorError` agrees. After each error the raiser still has its state.
+async fn every_code_raised_here_reaches_a_caller_in_another_language_unchanged(lang: Lang) {
+    let caller = Lang::ALL[(Lang::ALL.iter().position(|l| *l == lang).unwrap() + 1) % 4];
+    let host = sluice_runtime::Host::new(test_config()).expect("host starts");
+    for (ty, l) in [("Echo", caller), ("Peer", lang)] {
+        let Some(path) = guest(l, "echo") else { return };
+        let bytes = std::fs::read(&path).expect("guest readable");
+        host.deploy(ChildSpec::new(ty, "echo.wasm"), bytes)
+            .await
+            .unwrap_or_else(|e| panic!("{l:?} echo does not deploy as {ty}: {e}"));
+    }
+    host.ask("Peer/1", "record", "kept", T).await.unwrap();
+    let kinds = [
+        (
+            "resource-exhausted",
+            "ResourceExhausted",
+            "RESOURCE_EXHAUSTED",
+            Some(25),
+            false,
+        ),
+        (
+            "deadline-exceeded",
+            "DeadlineExceeded",
+            "DEADLINE_EXCEEDED",
+            None,
+            true,
+        ),
+        ("overloaded", "Overloaded", "OVERLOADED", None, false),
+        ("not-found", "NotFound", "NOT_FOUND", None, false),
+        (
+            "invalid-argument",
+            "InvalidArgument",
+            "INVALID_ARGUMENT",
+            None,
+            false,
+        ),
+        (
+            "unavailable",
+            "Unavailable",
+            "UNAVAILABLE",
+            Some(1500),
+            false,
+        ),
+        ("internal", "Internal", "INTERNAL", None, false),
+    ];
+    assert_eq!(
+        kinds.len(),
+        ErrorCode::ALL.len(),
+        "every code of the contract"
+    );
+    for (code, class, prefix, retry, skipped) in kinds {
+        let detail = format!("{code} from {lang:?} for {caller:?} (é ✓)");
+        let req =
+            json!({"code": code, "detail": detail, "retry_after_ms": retry, "skipped": skipped});
+        let message = format!("{prefix}: {detail}");
+        // The host's view of the error.
+        let e = host
+            .ask("Peer/1", "raise", req.to_string(), T)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code.as_str(), code, "{e}");
+        assert_eq!(e.to_string(), message);
+        assert_eq!((e.retry_after_ms, e.skipped), (retry, skipped), "{e}");
+        // The other language's view, through its SDK.
+        let r = via_guest(
+            &host,
+            "ask",
+            json!({"to": "Peer/1", "msg_type": "raise", "payload": req.to_string(), "timeout_ms": 30_000}),
+        )
+        .await;
+        assert_eq!(
+            r["error"],
+            json!({"type": class, "code": code, "message": message, "retry_after_ms": retry,
+                   "skipped": skipped, "scope": null, "depth": null, "limit": null}),
+            "{lang:?} raised {code}, {caller:?} caught: {r}"
+        );
+    }
+    // A plain exception is INTERNAL in the other language too.
+    let r = via_guest(
+        &host,
+        "ask",
+        json!({"to": "Peer/1", "msg_type": "throw", "payload": "", "timeout_ms": 30_000}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], "internal", "{r}");
+    assert_eq!(r["error"]["message"], "INTERNAL: plain failure", "{r}");
+    // Errors are values: the raiser is the same instance, state intact.
+    let r = json(&host.ask("Peer/1", "recorded", "", T).await.unwrap());
+    assert_eq!(r["items"], json!(["kept"]), "{lang:?} kept its state: {r}");
 }

@@ -59,6 +59,21 @@ func (a *echo) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error)
 		return nil, sluice.InvalidArgument("bad input")
 	case "throw":
 		return nil, errors.New("plain failure")
+	case "raise":
+		// Any code, raised the SDK's way: {code, detail, retry_after_ms?, skipped?}.
+		var req struct {
+			Code         sluice.Code `json:"code"`
+			Detail       string      `json:"detail"`
+			RetryAfterMs *uint64     `json:"retry_after_ms"`
+			Skipped      bool        `json:"skipped"`
+		}
+		if err := env.JSON(&req); err != nil {
+			return nil, sluice.InvalidArgument("INVALID_ARGUMENT: bad raise request: " + err.Error())
+		}
+		e := sluice.Errorf(req.Code, "%s", req.Detail)
+		e.RetryAfterMs = req.RetryAfterMs
+		e.Skipped = req.Skipped
+		return nil, e
 	case "shed":
 		return nil, &sluice.Error{Code: sluice.CodeOverloaded, Message: "OVERLOADED: shedding load",
 			Scope: "actor", Depth: 7, Limit: 5}

@@ -39,6 +39,15 @@ class Echo(sluice.Actor):
             raise sluice.InvalidArgument("bad input")
         if t == "throw":
             raise ValueError("plain failure")
+        if t == "raise":
+            # Any code, raised the SDK's way: {code, detail, retry_after_ms?, skipped?}.
+            req = env.json()
+            cls = sluice.errors.CODES[req["code"]]
+            raise cls(
+                f"{sluice.errors.prefix(req['code'])}: {req['detail']}",
+                retry_after_ms=req.get("retry_after_ms"),
+                skipped=req.get("skipped", False),
+            )
         if t == "shed":
             raise sluice.Overloaded(
                 "OVERLOADED: shedding load", scope="actor", depth=7, limit=5

@@ -1,7 +1,7 @@
 // TESTKIT `echo`: the workhorse test actor (see guests/TESTKIT.md).
 import {
-  DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, Envelope, InvalidArgument, Overloaded, SluiceError,
-  decodeUtf8, host, register,
+  CODES, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, Envelope, InvalidArgument, Overloaded,
+  SluiceError, decodeUtf8, host, prefix, register,
 } from "@sluice/guest";
 
 const ok = (fields: Record<string, unknown> = {}) => ({ ok: true, ...fields });
@@ -28,6 +28,16 @@ class Echo {
         throw new InvalidArgument("bad input");
       case "throw":
         throw new Error("plain failure");
+      case "raise": {
+        // Any code, raised the SDK's way: {code, detail, retry_after_ms?, skipped?}.
+        const req = env.json() as { code: string; detail: string; retry_after_ms?: number; skipped?: boolean };
+        const code = CODES.find((c) => c === req.code);
+        if (code === undefined) throw new InvalidArgument(`INVALID_ARGUMENT: no code ${JSON.stringify(req.code)}`);
+        throw new SluiceError(code, `${prefix(code)}: ${req.detail}`, {
+          retryAfterMs: req.retry_after_ms ?? null,
+          skipped: req.skipped ?? false,
+        });
+      }
       case "shed":
         throw new Overloaded("OVERLOADED: shedding load", { scope: "actor", depth: 7, limit: 5 });
       case "log":

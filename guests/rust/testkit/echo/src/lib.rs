@@ -66,6 +66,18 @@ impl Actor for Echo {
             "fail" => return Err(Error::invalid_argument("bad input")),
             // A plain error (no code of its own) made the uncoded failure: INTERNAL.
             "throw" => return Err(Error::uncoded(std::io::Error::other("plain failure"))),
+            // Any code, raised the SDK's way: {code, detail, retry_after_ms?, skipped?}.
+            "raise" => {
+                let name = s(&req, "code");
+                let code = sluice_guest::CODES
+                    .into_iter()
+                    .find(|c| Error::new(*c, "").code_str() == name)
+                    .ok_or_else(|| Error::invalid_argument(format!("no code {name:?}")))?;
+                let mut e = Error::canonical(code, s(&req, "detail"));
+                e.retry_after_ms = req.get("retry_after_ms").and_then(Value::as_u64);
+                e.skipped = req.get("skipped").and_then(Value::as_bool).unwrap_or(false);
+                return Err(e);
+            }
             "shed" => {
                 return Err(Error {
                     overload: Some(OverloadInfo {
