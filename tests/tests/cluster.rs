@@ -444,6 +444,174 @@ async fn a_stopped_host_hands_its_actors_off_and_a_killed_one_is_replaced_after_
     assert!(failover < Duration::from_secs(10), "{failover:?}");
 }
 
+/// A timer outlives its actor's activation: `Echo/k` arms a timer on h1, deactivates when
+/// idle (h1's idle timeout is 300 ms), and meanwhile h2 has joined and placement now puts
+/// `k` there. The timer fires on h1
+/// and goes through the cluster's route like any tell, so it activates `k` on h2 instead of
+/// being refused on h1 ("not claimed by this host") and lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_reaches_its_actor_after_it_deactivated_and_moved_to_another_host() {
+    let Some(db) = fresh_postgres_database("sluice_cluster_timer").await else {
+        return;
+    };
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    let config = app_config().replace("idle_deactivate_ms = 0", "idle_deactivate_ms = 300");
+    assert_ne!(config, app_config(), "the idle timeout is set");
+    let (h1, _a1) = start_host_with(&nats, &db, "h1", &config).await;
+    wait_members(&h1, &["h1"]).await;
+    // A key that h1 runs while alone, and that placement gives h2 once it has joined.
+    let k = (0..)
+        .map(|k| format!("Echo/t{k}"))
+        .find(|id| owner(id, &["h1", "h2"]) == "h2")
+        .unwrap();
+    let client = reqwest::Client::new();
+    let delay_ms = 6000;
+    let req = serde_json::json!({"delay_ms": delay_ms, "msg_type": "record", "payload": "tick"});
+    let armed = Instant::now();
+    let (s, b) = post(
+        &client,
+        &h1.ingress,
+        &format!("{k}/ask/schedule"),
+        &req.to_string(),
+        None,
+    )
+    .await;
+    assert_eq!((s, &b), (200, &serde_json::json!({"ok": true})));
+    assert_eq!(type_field(&status(&h1).await, "Echo", "active"), 1);
+
+    // h2 keeps its actors (no idle timeout), so k's state is still there to be read.
+    let (h2, _a2) = start_host(&nats, &db, "h2").await;
+    wait_members(&h1, &["h1", "h2"]).await;
+    wait_members(&h2, &["h1", "h2"]).await;
+    // k goes idle on h1 and ends there (its claim released).
+    let start = Instant::now();
+    while type_field(&status(&h1).await, "Echo", "active") != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{k} never deactivated on h1"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        armed.elapsed() < Duration::from_millis(delay_ms - 1000),
+        "the setup outlasted the timer's delay ({:?}): the test proves nothing",
+        armed.elapsed()
+    );
+
+    // The timer fires on h1 and activates k on h2, which records it.
+    let start = Instant::now();
+    while type_field(&status(&h2).await, "Echo", "active") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the timer never activated {k} on h2; h1 said {:?}",
+            h1.stdout_lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        armed.elapsed() >= Duration::from_millis(delay_ms),
+        "fired early"
+    );
+    let (s, b) = post(&client, &h1.ingress, &format!("{k}/ask/recorded"), "", None).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["items"], serde_json::json!(["tick"]), "{b}");
+    assert_eq!(
+        type_field(&status(&h1).await, "Echo", "active"),
+        0,
+        "k runs once, on h2"
+    );
+    drop(nats);
+}
+
+/// A bus event published on one host reaches subscribers that run on other hosts, once each
+/// and in publish order: a routed subscription (`Echo/audit`) and a dispatch subscription
+/// (`Echo/{principal}`), neither on the publisher's host. Every member has the same
+/// subscriptions; only the publishing host delivers its events, through the cluster's route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_event_reaches_subscribers_on_other_hosts_once_each_in_order() {
+    let with_subscriptions = |_: &str| {
+        app_config()
+            + r#"
+[[bus.subscriptions]]
+actor_type = "Echo"
+key = "audit"
+topic = "evt.*.created"
+
+[[bus.subscriptions]]
+actor_type = "Echo"
+topic = "evt.*.created"
+mode = "dispatch"
+"#
+    };
+    let Some(c) = three_hosts_with("sluice_cluster_bus", with_subscriptions).await else {
+        return;
+    };
+    let audit_on = owner("Echo/audit", &NODES);
+    let pub_on = NODES.iter().find(|n| **n != audit_on).unwrap().to_string();
+    let publisher = key_on("Echo", &pub_on);
+    let principal = (0..)
+        .map(|i| format!("user{i}"))
+        .find(|p| owner(&format!("Echo/{p}"), &NODES) != pub_on)
+        .unwrap();
+    let client = reqwest::Client::new();
+    // Through a third host's ingress, so the publishing turn itself is a remote call.
+    let via = &c.hosts[NODES.iter().position(|n| *n == audit_on).unwrap()].ingress;
+    let sent: Vec<String> = (0..5).map(|i| format!("order {i}")).collect();
+    for payload in &sent {
+        let event = serde_json::json!({"topic": "evt.order.created", "payload": payload});
+        let resp = client
+            .post(format!("{via}/actors/{publisher}/ask/publish"))
+            .header("x-sluice-principal", &principal)
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!((status, &body), (200, &serde_json::json!({"ok": true})));
+    }
+    for subscriber in ["Echo/audit".to_string(), format!("Echo/{principal}")] {
+        let start = Instant::now();
+        loop {
+            let (s, b) = post(
+                &client,
+                via,
+                &format!("{subscriber}/ask/recorded"),
+                "",
+                None,
+            )
+            .await;
+            assert_eq!(s, 200, "{b}");
+            let items: Vec<String> = serde_json::from_value(b["items"].clone()).unwrap();
+            if items.len() >= sent.len() {
+                assert_eq!(
+                    items, sent,
+                    "{subscriber}: every event once, in publish order"
+                );
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{subscriber} got {items:?} of {sent:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let envelopes = &post(
+            &client,
+            via,
+            &format!("{subscriber}/ask/recorded"),
+            "",
+            None,
+        )
+        .await
+        .1["envelopes"];
+        assert_eq!(envelopes[0]["principal"], principal.as_str(), "{envelopes}");
+        assert_eq!(envelopes[0]["sender"], publisher.as_str(), "{envelopes}");
+    }
+}
+
 /// Waits until `h` sees member `node` with every type of `types` deployed.
 async fn wait_member_types(h: &SluiceRun, node: &str, types: &[String]) {
     let start = Instant::now();

@@ -3,8 +3,8 @@
 //! through `dispatch`, is refused by a full mailbox and then delivered by the relay is ONE
 //! trace with the right parentage; a bus event published by a traced turn is delivered to
 //! its subscriber in the same trace (ingress → publishing turn → `bus.deliver` → subscriber's
-//! turn); an incoming `traceparent` is continued; a guest's `host.log` is an event of its
-//! turn's span.
+//! turn); a message an actor schedules for itself stays in the scheduling turn's trace; an
+//! incoming `traceparent` is continued; a guest's `host.log` is an event of its turn's span.
 
 use std::time::Duration;
 
@@ -282,6 +282,65 @@ async fn an_incoming_traceparent_is_continued_and_a_guest_log_is_an_event_of_its
     let (fresh, _) = response_trace(&resp);
     assert_ne!(fresh, caller_trace);
     assert_eq!(fresh.len(), 32);
+}
+
+/// A message an actor schedules for itself is delivered in the trace of the turn that
+/// scheduled it: ingress → scheduling turn → the scheduled message's turn, even after a delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_message_is_delivered_in_the_trace_of_the_turn_that_scheduled_it() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let http = reqwest::Client::new();
+    let req = serde_json::json!({"delay_ms": 200, "msg_type": "record", "payload": "tick 1"});
+    let resp = http
+        .post(format!("{}/actors/Echo/timer/ask/schedule", run.ingress))
+        .body(req.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (trace_id, ingress_id) = response_trace(&resp);
+    let reply: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(reply, serde_json::json!({"ok": true}));
+
+    let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
+    let fired = |s: &Span| of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "record";
+    wait_until(
+        Duration::from_secs(30),
+        "the scheduled message's turn",
+        || received.spans().iter().any(fired),
+    )
+    .await;
+    let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
+    let ingress = root_ingress(&spans, &ingress_id);
+    let scheduling = one(&spans, "scheduling turn", |s| {
+        s.name == "turn" && attr_str(s, "msg_type") == "schedule"
+    });
+    assert_eq!(hex(&scheduling.parent_span_id), hex(&ingress.span_id));
+    let scheduled = one(&spans, "scheduled turn", |s| fired(s));
+    assert_eq!(
+        hex(&scheduled.parent_span_id),
+        hex(&scheduling.span_id),
+        "the scheduled turn is the scheduling turn's child: {spans:#?}"
+    );
+    assert_eq!(attr_str(scheduled, "actor"), "Echo/timer");
+    assert_eq!(attr_str(scheduled, "outcome"), "ok");
+    assert!(
+        scheduled.start_time_unix_nano >= scheduling.end_time_unix_nano + 150_000_000,
+        "the scheduled turn ran after its delay"
+    );
+
+    // And the message really arrived.
+    let recorded: serde_json::Value = http
+        .post(format!("{}/actors/Echo/timer/ask/recorded", run.ingress))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(recorded["items"], serde_json::json!(["tick 1"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

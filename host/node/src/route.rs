@@ -55,6 +55,26 @@ impl Route for ClusterRoute {
             }
         }
     }
+
+    async fn deliver_here(
+        &self,
+        to: &ActorId,
+        here: &mut (dyn FnMut() -> Result<TellReceipt, ActorError> + Send),
+    ) -> Option<Result<TellReceipt, ActorError>> {
+        let s = &self.0;
+        match s.locate(to, false).await {
+            Err(e) => Some(Err(e)),
+            Ok(Target::There(_)) => None,
+            Ok(Target::Here) => {
+                let r = here();
+                // A claim won for this delivery that was then refused activates nothing.
+                if r.is_err() && matches!(s.claims.state(to), State::Held) {
+                    s.claims.settle(to);
+                }
+                Some(r)
+            }
+        }
+    }
 }
 
 impl ClusterRoute {

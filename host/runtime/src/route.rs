@@ -32,4 +32,19 @@ pub trait Route: Send + Sync + 'static {
     async fn tell(&self, to: &ActorId, msg: Outgoing) -> Result<TellReceipt, ActorError>;
     /// Request/reply, bounded by the call's deadline.
     async fn ask(&self, to: &ActorId, msg: Outgoing) -> Result<Vec<u8>, ActorError>;
+
+    /// Runs `here` — a delivery into this host's own mailbox of `to` — when `to` runs on this
+    /// host (a cluster first claims it for this host when placement picks this host), and
+    /// gives its result; `None`, without running `here`, when `to` runs on another host, where
+    /// the caller sends it with [`Route::tell`] instead. For deliveries whose message carries
+    /// host-side state a message to another host cannot (the bus's delivery-window permit and
+    /// its turn-end signal). One host: always here.
+    async fn deliver_here(
+        &self,
+        to: &ActorId,
+        here: &mut (dyn FnMut() -> Result<TellReceipt, ActorError> + Send),
+    ) -> Option<Result<TellReceipt, ActorError>> {
+        let _ = to;
+        Some(here())
+    }
 }

@@ -32,6 +32,11 @@ impl Routes {
             .map_err(|_| ActorError::invalid_argument("a route is already installed"))
     }
 
+    /// The installed route, if any (`None`: every actor runs on this host).
+    pub fn installed(&self) -> Option<&Arc<dyn Route>> {
+        self.installed.get()
+    }
+
     /// `msg_type` is borrowed until the message is queued: a refused tell allocates nothing.
     pub async fn tell(
         &self,

@@ -1,8 +1,11 @@
 //! `schedule`: a message an actor sends itself after a delay. Timer deliveries are internal
 //! (never refused by admission caps); a refusal for capacity (a full mailbox, the activation
 //! cap) re-arms the timer after the refusal's hint (at least 10 ms) instead of losing it. Each
-//! delivery is a turn on the actor's own clock, so it gets the default deadline.
+//! delivery is a turn on the actor's own clock, so it gets the default deadline. A message
+//! scheduled by a traced turn is delivered in that trace: its turn is the scheduling turn's
+//! child, however long the delay.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -10,18 +13,22 @@ use std::time::{Duration, Instant};
 use crate::call::CallOptions;
 use crate::error::{ActorError, ErrorCode};
 use crate::id::{ActorId, validate_msg_type};
-use crate::local::Local;
+use crate::routing::Routes;
 
-/// Arms a timer delivering `msg_type` to `id` after `delay`.
+/// Arms a timer delivering `msg_type` to `id` after `delay`. It fires through the host's
+/// route, like any tell: in a cluster the actor may have deactivated and been activated on
+/// another member meanwhile (or nowhere), and the message follows it there.
 pub(crate) fn schedule(
-    local: &Arc<Local>,
+    routes: &Arc<Routes>,
     id: &ActorId,
     delay: Duration,
     msg_type: String,
     payload: Vec<u8>,
     principal: Arc<str>,
+    trace: Option<sluice_trace::TraceParent>,
 ) -> Result<(), ActorError> {
     validate_msg_type(&msg_type)?;
+    let local = &routes.local;
     let max_payload = local.env.config.max_payload_bytes;
     if payload.len() > max_payload {
         return Err(ActorError::invalid_argument(format!(
@@ -42,25 +49,29 @@ pub(crate) fn schedule(
             format!("{max} timers already pending for {id} (max_timers_per_actor)"),
         ));
     }
-    let local = Arc::downgrade(local);
+    let routes = Arc::downgrade(routes);
     let id = id.clone();
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        let opts = CallOptions {
-            principal: Some(principal),
-            internal: true,
-            ..Default::default()
-        };
         loop {
-            let Some(local) = local.upgrade() else { break };
-            if local.env.is_shutting_down() {
+            let Some(routes) = routes.upgrade() else {
+                break;
+            };
+            let env = &routes.local.env;
+            if env.is_shutting_down() {
                 break;
             }
-            let now = Instant::now();
-            let deadline = local.env.config.call_timeout().map(|d| now + d);
-            let mut make =
-                || local.message(msg_type.clone(), payload.clone(), &opts, deadline, now);
-            let wait = match local.deliver(&id, false, &mut make) {
+            let opts = CallOptions {
+                deadline: env.config.call_timeout().map(|d| Instant::now() + d),
+                principal: Some(principal.clone()),
+                internal: true,
+                trace,
+                ..Default::default()
+            };
+            let sent = routes
+                .tell(&id, Cow::Borrowed(&msg_type), payload.clone(), opts)
+                .await;
+            let wait = match sent {
                 Err(e) if e.is_capacity() => e.retry_after_ms.unwrap_or(10).max(10),
                 Err(e) => {
                     tracing::warn!(actor = %id, error = %e, "scheduled message not delivered");
@@ -68,7 +79,7 @@ pub(crate) fn schedule(
                 }
                 Ok(_) => break,
             };
-            drop(local);
+            drop(routes);
             tokio::time::sleep(Duration::from_millis(wait)).await;
         }
         cell.timers.fetch_sub(1, Ordering::Relaxed);

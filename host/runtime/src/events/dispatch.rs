@@ -10,8 +10,8 @@ use tokio::sync::{oneshot, watch};
 use super::pump::hand_over;
 use super::stats::{DispatchStats, Shared};
 use crate::id::ActorId;
-use crate::local::Local;
 use crate::message::Reply;
+use crate::routing::Routes;
 
 /// A dispatch subscription: events leave the routed intake in DRR order into per-(actor
 /// type, principal) dispatcher queues; each queue's consumer hands one event at a time to
@@ -21,7 +21,7 @@ use crate::message::Reply;
 /// `sluice_bus_dispatch_dropped_total{reason="full"}`): waiting instead would let one slow
 /// principal stall every other principal behind it in the intake.
 pub(crate) async fn run_dispatch(
-    local: Weak<Local>,
+    routes: Weak<Routes>,
     shared: Arc<Shared>,
     config: DispatcherConfig,
     mut stop: watch::Receiver<bool>,
@@ -31,10 +31,10 @@ pub(crate) async fn run_dispatch(
     // The handler holds the subscription weakly: `Shared` holds the dispatcher (for stats),
     // and a strong handle back would be a cycle.
     let weak_shared = Arc::downgrade(&shared);
-    let handler_local = local.clone();
+    let handler_routes = routes.clone();
     let handler_stop = stop.clone();
     let dispatcher = config.build(move |key: DispatchKey, event: Arc<Event>| {
-        let local = handler_local.clone();
+        let routes = handler_routes.clone();
         let shared = weak_shared.upgrade();
         let mut stop = handler_stop.clone();
         async move {
@@ -55,7 +55,7 @@ pub(crate) async fn run_dispatch(
                 tx,
                 started: Arc::new(AtomicBool::new(false)),
             };
-            if !hand_over(&local, &sh, &mut stop, &target, &event, None, Some(reply)).await {
+            if !hand_over(&routes, &sh, &mut stop, &target, &event, None, Some(reply)).await {
                 return;
             }
             drop(sh);

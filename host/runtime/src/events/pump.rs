@@ -2,6 +2,7 @@
 //! `delivery_window` at a time, holding each refused event and retrying it (the mailbox's hint,
 //! or a backoff from 10 ms doubling to 1 s) so nothing is dropped silently.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -10,10 +11,10 @@ use sluice_bus::{Event, EventReceiver, RoutedReceiver};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::stats::Shared;
-use crate::call::TellReceipt;
+use crate::call::{CallOptions, TellReceipt};
 use crate::id::ActorId;
-use crate::local::Local;
 use crate::message::{Message, Reply};
+use crate::routing::Routes;
 
 /// Longest wait between two attempts to deliver one held event.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -25,7 +26,7 @@ pub(crate) enum Source {
 }
 
 pub(crate) struct Pump {
-    pub local: Weak<Local>,
+    pub routes: Weak<Routes>,
     pub shared: Arc<Shared>,
     pub window: Arc<Semaphore>,
     pub stop: watch::Receiver<bool>,
@@ -68,7 +69,7 @@ impl Pump {
     async fn deliver(&mut self, event: Arc<Event>, permit: OwnedSemaphorePermit) -> bool {
         let target = self.shared.target.clone();
         hand_over(
-            &self.local,
+            &self.routes,
             &self.shared,
             &mut self.stop,
             &target,
@@ -116,8 +117,14 @@ fn record_delivery(span: &tracing::Span, outcome: &'static str, retries: u32) {
 /// the message so the caller can wait for the turn. False when the host is gone or stopping.
 /// A traced event's hand-over runs in a `bus.deliver` span ([`deliver_span`]) whose context
 /// the message carries to the subscriber's turn.
+///
+/// In a cluster the subscriber may run on another host: the event then goes there through the
+/// host's route as an internal tell (the publisher's principal and trace travel with it) and
+/// counts as delivered once that host queued it. The delivery window's permit and `reply`
+/// cannot cross hosts, so for a remote subscriber they end at that receipt: the window bounds
+/// hand-overs in flight, and the remote mailbox's own bound is the backpressure.
 pub(crate) async fn hand_over(
-    local: &Weak<Local>,
+    routes: &Weak<Routes>,
     sh: &Shared,
     stop: &mut watch::Receiver<bool>,
     target: &ActorId,
@@ -134,10 +141,11 @@ pub(crate) async fn hand_over(
     let trace = sluice_trace::of(&span).or(event.trace);
     let mut retries = 0u32;
     loop {
-        let Some(local) = local.upgrade() else {
+        let Some(routes) = routes.upgrade() else {
             record_delivery(&span, "stopped", retries);
             return false;
         };
+        let local = &routes.local;
         if local.env.is_shutting_down() {
             record_delivery(&span, "stopped", retries);
             return false;
@@ -155,8 +163,35 @@ pub(crate) async fn hand_over(
             permit: None,
             window_permit: slot.take(),
         };
-        let res = local.deliver(target, false, &mut make);
-        drop(local);
+        let res = match routes.installed() {
+            None => local.deliver(target, false, &mut make),
+            Some(route) => {
+                let mut here = || local.deliver(target, false, &mut make);
+                match route.deliver_here(target, &mut here).await {
+                    Some(res) => res,
+                    None => {
+                        let opts = CallOptions {
+                            deadline,
+                            principal: Some(event.principal.clone()),
+                            sender: sender.clone(),
+                            internal: true,
+                            trace,
+                        };
+                        let topic = Cow::Borrowed(&*event.topic);
+                        let sent = routes
+                            .tell(target, topic, event.payload.clone(), opts)
+                            .await;
+                        if sent.is_ok() {
+                            // Queued on the subscriber's host: this host's part is done.
+                            slot = None;
+                            reply = None;
+                        }
+                        sent
+                    }
+                }
+            }
+        };
+        drop(routes);
         match res {
             Ok(TellReceipt::DroppedNewest) => {
                 sh.count_dropped();

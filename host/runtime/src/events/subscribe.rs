@@ -16,12 +16,16 @@ use super::{DELIVERIES_TOTAL, DELIVERY_RETRIES_TOTAL, HostBus, intern};
 use crate::config::{Subscription, SubscriptionMode};
 use crate::error::LoadError;
 use crate::id::ActorId;
-use crate::local::Local;
+use crate::routing::Routes;
 
 impl HostBus {
     /// Registers `sub` and starts its pump. A routed subscription queues events from now on,
     /// even before its actor type is deployed.
-    pub(crate) fn subscribe(&self, local: &Arc<Local>, sub: Subscription) -> Result<(), LoadError> {
+    pub(crate) fn subscribe(
+        &self,
+        routes: &Arc<Routes>,
+        sub: Subscription,
+    ) -> Result<(), LoadError> {
         sub.validate()?;
         let target = ActorId::parse(&sub.receiver()).map_err(|e| LoadError::Subscription {
             actor_type: sub.actor_type.clone(),
@@ -69,7 +73,7 @@ impl HostBus {
                 max_queues_per_actor_type: self.settings.dispatch_max_queues_per_actor_type,
             };
             tokio::spawn(run_dispatch(
-                Arc::downgrade(local),
+                Arc::downgrade(routes),
                 shared,
                 config,
                 self.stop.subscribe(),
@@ -78,7 +82,7 @@ impl HostBus {
             return Ok(());
         }
         let pump = Pump {
-            local: Arc::downgrade(local),
+            routes: Arc::downgrade(routes),
             shared,
             window: Arc::new(Semaphore::new(self.window)),
             stop: self.stop.subscribe(),

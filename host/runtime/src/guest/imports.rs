@@ -79,6 +79,7 @@ impl host::Host for StoreState {
                     msg_type,
                     payload,
                     principal,
+                    self.turn.trace,
                 )
             })
             .map_err(to_wit))

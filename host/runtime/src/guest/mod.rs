@@ -43,7 +43,8 @@ pub(crate) trait GuestHost: Send + Sync {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<Vec<u8>, ActorError>;
-    /// A message to `me` after `delay`.
+    /// A message to `me` after `delay`, for `principal`; its turn is a child of `trace` (the
+    /// scheduling turn's span context) when traces are on.
     fn schedule(
         &self,
         me: &ActorId,
@@ -51,6 +52,7 @@ pub(crate) trait GuestHost: Send + Sync {
         msg_type: String,
         payload: Vec<u8>,
         principal: Arc<str>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<(), ActorError>;
     /// The outbox's dispatch of one payload to many targets.
     async fn dispatch(

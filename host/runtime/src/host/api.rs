@@ -278,7 +278,7 @@ impl Host {
     /// Adds a subscription at run time (the app config's `[[bus.subscriptions]]` are added
     /// by [`Host::new`]). A bad pattern is [`LoadError::Subscription`].
     pub fn subscribe(&self, sub: Subscription) -> Result<(), LoadError> {
-        self.inner.bus.subscribe(self.inner.local(), sub)
+        self.inner.bus.subscribe(&self.inner.routes, sub)
     }
 
     /// Delivery counters, depth, bytes and age of every subscription.

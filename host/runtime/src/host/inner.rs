@@ -80,7 +80,7 @@ impl HostInner {
         let services: Arc<dyn GuestHost> = inner.clone();
         inner.env.set_services(Arc::downgrade(&services));
         for sub in subscriptions {
-            inner.bus.subscribe(inner.local(), sub)?;
+            inner.bus.subscribe(&inner.routes, sub)?;
         }
         Ok(inner)
     }

@@ -87,8 +87,9 @@ impl GuestHost for HostInner {
         msg_type: String,
         payload: Vec<u8>,
         principal: Arc<str>,
+        trace: Option<sluice_trace::TraceParent>,
     ) -> Result<(), ActorError> {
-        timers::schedule(self.local(), me, delay, msg_type, payload, principal)
+        timers::schedule(&self.routes, me, delay, msg_type, payload, principal, trace)
     }
 
     async fn dispatch(
