@@ -370,10 +370,17 @@ async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_
         .await;
         match s {
             200 => {}
+            // The caller's own verdict, when the owner's came later than the grace (a loaded
+            // machine): it cannot know whether the turn ran. The owner's is what this checks.
+            504 if b["message"]
+                == "DEADLINE_EXCEEDED: call-timeout (the turn may still be running)" => {}
             504 => break b,
             other => panic!("{other}: {b}"),
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "never skipped");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never skipped by the owner"
+        );
     };
     assert_eq!(body["code"], "deadline-exceeded");
     assert_eq!(body["skipped"], true, "{body}");

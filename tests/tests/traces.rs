@@ -83,6 +83,28 @@ fn response_trace(resp: &reqwest::Response) -> (String, String) {
     (parts[1].to_string(), parts[2].to_string())
 }
 
+/// Asks `path` (`Type/key/ask/op`) through the ingress, as `principal` when given, expecting
+/// the echo actor's `{"ok": true}`; returns the trace id and ingress span id it answered with.
+async fn ask_ok_traced(
+    run: &SluiceRun,
+    path: &str,
+    principal: Option<&str>,
+    body: String,
+) -> (String, String) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{}/actors/{path}", run.ingress))
+        .body(body);
+    if let Some(p) = principal {
+        req = req.header("x-sluice-principal", p);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let ids = response_trace(&resp);
+    let reply: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(reply, serde_json::json!({"ok": true}), "{path}");
+    ids
+}
+
 /// The trace's one ingress span: the root, with the id the response's `traceparent` named.
 fn root_ingress<'a>(spans: &'a [Span], ingress_id: &str) -> &'a Span {
     let ingress = one(spans, "ingress span", |s| s.name == "ingress");
@@ -291,18 +313,9 @@ async fn a_scheduled_message_is_delivered_in_the_trace_of_the_turn_that_schedule
     let (otlp, received) = otlp_receiver().await;
     let dir = rust_app(&["echo", "slow"], APP);
     let run = traced_run(&otlp, dir.path()).await;
-    let http = reqwest::Client::new();
     let req = serde_json::json!({"delay_ms": 200, "msg_type": "record", "payload": "tick 1"});
-    let resp = http
-        .post(format!("{}/actors/Echo/timer/ask/schedule", run.ingress))
-        .body(req.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let (trace_id, ingress_id) = response_trace(&resp);
-    let reply: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(reply, serde_json::json!({"ok": true}));
+    let (trace_id, ingress_id) =
+        ask_ok_traced(&run, "Echo/timer/ask/schedule", None, req.to_string()).await;
 
     let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
     let fired = |s: &Span| of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "record";
@@ -332,7 +345,7 @@ async fn a_scheduled_message_is_delivered_in_the_trace_of_the_turn_that_schedule
     );
 
     // And the message really arrived.
-    let recorded: serde_json::Value = http
+    let recorded: serde_json::Value = reqwest::Client::new()
         .post(format!("{}/actors/Echo/timer/ask/recorded", run.ingress))
         .send()
         .await
@@ -394,17 +407,13 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     let run = traced_run(&otlp, dir.path()).await;
     let http = reqwest::Client::new();
     let event = serde_json::json!({"topic": "evt.order.created", "payload": "order 7"});
-    let resp = http
-        .post(format!("{}/actors/Echo/pub/ask/publish", run.ingress))
-        .header("x-sluice-principal", "dana")
-        .body(event.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let (trace_id, ingress_id) = response_trace(&resp);
-    let reply: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(reply, serde_json::json!({"ok": true}));
+    let (trace_id, ingress_id) = ask_ok_traced(
+        &run,
+        "Echo/pub/ask/publish",
+        Some("dana"),
+        event.to_string(),
+    )
+    .await;
 
     // Wait (bounded) for both subscribers' turns on the event to be exported.
     let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;

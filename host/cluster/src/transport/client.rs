@@ -64,7 +64,10 @@ pub struct ClientConfig {
     /// How long an ask without a deadline waits. Default 30 s (the runtime always passes one).
     pub ask_timeout: Duration,
     /// Extra wait past an ask's deadline, so the owner's own `DEADLINE_EXCEEDED` (with its
-    /// `skipped` flag) arrives before the caller gives up on its own. Default 25 ms.
+    /// `skipped` flag) arrives before the caller gives up on its own. Default 100 ms: the
+    /// owner's verdict comes one transit after the caller's deadline plus the way back, and
+    /// 25 ms was not enough on a loaded 2-core machine (the caller then answered
+    /// `skipped = false` for a turn that never ran).
     pub deadline_grace: Duration,
 }
 
@@ -74,7 +77,7 @@ impl Default for ClientConfig {
             limits: Limits::default(),
             tell_timeout: Duration::from_secs(5),
             ask_timeout: Duration::from_secs(30),
-            deadline_grace: Duration::from_millis(25),
+            deadline_grace: Duration::from_millis(100),
         }
     }
 }
