@@ -105,6 +105,18 @@ async fn ask_ok_traced(
     ids
 }
 
+/// What the echo actor `id` recorded (`recorded`), read through the ingress.
+async fn recorded(run: &SluiceRun, id: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(format!("{}/actors/{id}/ask/recorded", run.ingress))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The trace's one ingress span: the root, with the id the response's `traceparent` named.
 fn root_ingress<'a>(spans: &'a [Span], ingress_id: &str) -> &'a Span {
     let ingress = one(spans, "ingress span", |s| s.name == "ingress");
@@ -345,14 +357,7 @@ async fn a_scheduled_message_is_delivered_in_the_trace_of_the_turn_that_schedule
     );
 
     // And the message really arrived.
-    let recorded: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/actors/Echo/timer/ask/recorded", run.ingress))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let recorded = recorded(&run, "Echo/timer").await;
     assert_eq!(recorded["items"], serde_json::json!(["tick 1"]));
 }
 
@@ -405,7 +410,6 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
     let (otlp, received) = otlp_receiver().await;
     let dir = rust_app(&["echo"], BUS_APP);
     let run = traced_run(&otlp, dir.path()).await;
-    let http = reqwest::Client::new();
     let event = serde_json::json!({"topic": "evt.order.created", "payload": "order 7"});
     let (trace_id, ingress_id) = ask_ok_traced(
         &run,
@@ -469,14 +473,7 @@ async fn a_bus_event_is_one_trace_from_ingress_through_the_delivery_to_the_subsc
 
     // And the event really reached both subscribers.
     for subscriber in ["Echo/audit", "Session/dana"] {
-        let recorded: serde_json::Value = http
-            .post(format!("{}/actors/{subscriber}/ask/recorded", run.ingress))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let recorded = recorded(&run, subscriber).await;
         assert_eq!(
             recorded["items"],
             serde_json::json!(["order 7"]),
