@@ -596,31 +596,41 @@ pub mod otlp {
     use std::sync::{Arc, Mutex};
 
     use axum::body::Bytes;
-    use axum::extract::State;
+    use axum::extract::{Request, State};
     use axum::routing::post;
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::trace::v1::Span;
     use prost::Message as _;
 
-    /// Every span the receiver has been sent.
+    /// Every span the receiver has been sent, and every request it was sent at all.
     #[derive(Clone, Default)]
-    pub struct Received(Arc<Mutex<Vec<Span>>>);
+    pub struct Received {
+        spans: Arc<Mutex<Vec<Span>>>,
+        requests: Arc<Mutex<Vec<String>>>,
+    }
 
     impl Received {
         /// Every span received so far.
         pub fn spans(&self) -> Vec<Span> {
-            self.0.lock().unwrap().clone()
+            self.spans.lock().unwrap().clone()
+        }
+
+        /// Every HTTP request received so far, as `METHOD URI` (an OTLP export or anything
+        /// else, e.g. a request sent to it as an HTTP proxy).
+        pub fn requests(&self) -> Vec<String> {
+            self.requests.lock().unwrap().clone()
         }
     }
 
     /// A real OTLP/HTTP trace receiver on a loopback port: POST /v1/traces with a protobuf
-    /// `ExportTraceServiceRequest`. Returns its base URL.
+    /// `ExportTraceServiceRequest`. Returns its base URL. It also answers (404) and notes any
+    /// other request, so it can stand as an HTTP proxy that sees every attempt to send.
     pub async fn otlp_receiver() -> (String, Received) {
         async fn accept(State(r): State<Received>, body: Bytes) -> axum::http::StatusCode {
             let Ok(req) = ExportTraceServiceRequest::decode(body) else {
                 return axum::http::StatusCode::BAD_REQUEST;
             };
-            let mut spans = r.0.lock().unwrap();
+            let mut spans = r.spans.lock().unwrap();
             for rs in req.resource_spans {
                 for ss in rs.scope_spans {
                     spans.extend(ss.spans);
@@ -629,9 +639,21 @@ pub mod otlp {
             axum::http::StatusCode::OK
         }
         let received = Received::default();
+        let noted = received.clone();
         let app = axum::Router::new()
             .route("/v1/traces", post(accept))
-            .with_state(received.clone());
+            .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
+            .with_state(received.clone())
+            .layer(axum::middleware::from_fn(
+                move |req: Request, next: axum::middleware::Next| {
+                    let noted = noted.clone();
+                    async move {
+                        let line = format!("{} {}", req.method(), req.uri());
+                        noted.requests.lock().unwrap().push(line);
+                        next.run(req).await
+                    }
+                },
+            ));
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(l, app).await });
