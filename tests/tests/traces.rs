@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use sluice_tests::otlp::otlp_receiver;
+use sluice_tests::otlp::{Received, otlp_receiver};
 use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_until};
 
 /// A dispatcher (`echo`), and a worker (`slow`) with a one-slot `error` mailbox.
@@ -83,14 +83,14 @@ fn response_trace(resp: &reqwest::Response) -> (String, String) {
     (parts[1].to_string(), parts[2].to_string())
 }
 
-/// Asks `path` (`Type/key/ask/op`) through the ingress, as `principal` when given, expecting
-/// the echo actor's `{"ok": true}`; returns the trace id and ingress span id it answered with.
-async fn ask_ok_traced(
+/// Asks `path` (`Type/key/ask/op`) through the ingress, as `principal` when given; returns
+/// the trace id and ingress span id it answered with, and its JSON reply.
+async fn ask_traced(
     run: &SluiceRun,
     path: &str,
     principal: Option<&str>,
     body: String,
-) -> (String, String) {
+) -> ((String, String), serde_json::Value) {
     let mut req = reqwest::Client::new()
         .post(format!("{}/actors/{path}", run.ingress))
         .body(body);
@@ -98,11 +98,98 @@ async fn ask_ok_traced(
         req = req.header("x-sluice-principal", p);
     }
     let resp = req.send().await.unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.status(), 200, "{path}");
     let ids = response_trace(&resp);
-    let reply: serde_json::Value = resp.json().await.unwrap();
+    (ids, resp.json().await.unwrap())
+}
+
+/// [`ask_traced`], expecting the echo actor's `{"ok": true}`.
+async fn ask_ok_traced(
+    run: &SluiceRun,
+    path: &str,
+    principal: Option<&str>,
+    body: String,
+) -> (String, String) {
+    let (ids, reply) = ask_traced(run, path, principal, body).await;
     assert_eq!(reply, serde_json::json!({"ok": true}), "{path}");
     ids
+}
+
+/// Waits (bounded) until the spans received for `trace_id` hold the ingress span and satisfy
+/// `done`, and returns them. (Spans are exported as they end, so a turn a message started
+/// can arrive before the ingress span that answered the call.)
+async fn trace_spans(
+    received: &Received,
+    trace_id: &str,
+    what: &str,
+    done: impl Fn(&[Span]) -> bool,
+) -> Vec<Span> {
+    let of_trace = || -> Vec<Span> {
+        received
+            .spans()
+            .into_iter()
+            .filter(|s| hex(&s.trace_id) == trace_id)
+            .collect()
+    };
+    let complete = |spans: &[Span]| spans.iter().any(|s| s.name == "ingress") && done(spans);
+    wait_until(Duration::from_secs(30), what, || complete(&of_trace())).await;
+    of_trace()
+}
+
+/// The turn span of `actor` on `msg_type` among `spans` (exactly one).
+fn turn_of<'a>(spans: &'a [Span], actor: &str, msg_type: &str) -> &'a Span {
+    one(spans, &format!("{actor}'s {msg_type} turn"), |s| {
+        s.name == "turn" && attr_str(s, "actor") == actor && attr_str(s, "msg_type") == msg_type
+    })
+}
+
+/// Whether `spans` hold a turn of `actor` on `msg_type`.
+fn has_turn(spans: &[Span], actor: &str, msg_type: &str) -> bool {
+    spans.iter().any(|s| {
+        s.name == "turn" && attr_str(s, "actor") == actor && attr_str(s, "msg_type") == msg_type
+    })
+}
+
+/// The relay attempts among `spans` for `receiver`, by attempt number; checks they count
+/// 1, 2, … and are all children of `parent`.
+fn attempts_for<'a>(spans: &'a [Span], receiver: &str, parent: &Span) -> Vec<&'a Span> {
+    let mut attempts: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "outbox.attempt" && attr_str(s, "receiver") == receiver)
+        .collect();
+    attempts.sort_by_key(|s| attr_int(s, "attempt"));
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(
+            attr_int(a, "attempt"),
+            Some(i as i64 + 1),
+            "{receiver}'s attempts count 1, 2, …: {attempts:#?}"
+        );
+        assert_eq!(
+            a.parent_span_id,
+            parent.span_id,
+            "{receiver}'s attempt {} is a child of {}",
+            i + 1,
+            parent.name
+        );
+    }
+    attempts
+}
+
+/// Makes the worker `Slow/w` refuse: a `running_ms` turn running and its one slot taken.
+async fn fill_worker(run: &SluiceRun, running_ms: u64) {
+    let http = reqwest::Client::new();
+    let tell = |payload: String| {
+        http.post(format!("{}/actors/Slow/w/tell/sleep", run.ingress))
+            .body(payload)
+            .send()
+    };
+    assert_eq!(tell(running_ms.to_string()).await.unwrap().status(), 202);
+    for _ in 0..50 {
+        if tell("1".into()).await.unwrap().status() == 429 {
+            return;
+        }
+    }
+    panic!("the worker's mailbox never filled");
 }
 
 /// What the echo actor `id` recorded (`recorded`), read through the ingress.
@@ -139,114 +226,82 @@ fn one<'a>(spans: &'a [Span], what: &str, f: impl Fn(&Span) -> bool) -> &'a Span
     found[0]
 }
 
+/// A job fanned out to two targets: the full worker refuses its copy once (the relay then
+/// delivers it), the echo actor takes its copy at once. One trace holds both: ingress →
+/// dispatcher's turn → `outbox.dispatch` → each target's attempts → each target's turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dispatch_refused_once_then_relayed_is_one_trace_from_ingress_to_the_receiving_turn() {
     let (otlp, received) = otlp_receiver().await;
     let dir = rust_app(&["echo", "slow"], APP);
     let run = traced_run(&otlp, dir.path()).await;
     let http = reqwest::Client::new();
-    let tell = |msg_type: &'static str, payload: &'static str| {
-        http.post(format!("{}/actors/Slow/w/tell/{msg_type}", run.ingress))
-            .body(payload)
-            .send()
-    };
 
-    // Fill the worker: a 1.5 s turn running, then short messages until its one slot is
-    // taken and a tell is refused.
-    assert_eq!(tell("sleep", "1500").await.unwrap().status(), 202);
-    let mut refused = false;
-    for _ in 0..50 {
-        if tell("sleep", "1").await.unwrap().status() == 429 {
-            refused = true;
-            break;
-        }
-    }
-    assert!(refused, "the worker's mailbox never filled");
-
-    // The job: the dispatcher fans out to the full worker through the outbox.
-    let job = serde_json::json!({"targets": ["Slow/w"], "msg_type": "job", "payload": "1"});
-    let resp = http
-        .post(format!("{}/actors/Echo/d/ask/dispatch", run.ingress))
-        .body(job.to_string())
+    // Exactly one refusal: a first 2 s turn makes the worker's mean turn 2 s, so a refusal
+    // tells the relay to come back in no less than 2 s (one queued turn × the mean), while the
+    // turn running at the refusal ends within 0.8 s and the one queued 1 ms turn after it.
+    let primed = http
+        .post(format!("{}/actors/Slow/w/ask/sleep", run.ingress))
+        .body("2000")
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
-    let (trace_id, ingress_id) = response_trace(&resp);
-    let reply: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(primed.status(), 200);
+    fill_worker(&run, 800).await;
+
+    // The job: the dispatcher fans out to the full worker and to an idle echo actor.
+    let job =
+        serde_json::json!({"targets": ["Slow/w", "Echo/r"], "msg_type": "job", "payload": "1"});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/d/ask/dispatch", None, job.to_string()).await;
     assert_eq!(
         reply,
-        serde_json::json!({"ok": true, "accepted": 0, "rejected": 1}),
-        "the immediate attempt is refused and the job left to the relay"
+        serde_json::json!({"ok": true, "accepted": 1, "rejected": 1}),
+        "the worker's immediate attempt is refused and left to the relay; the echo actor's is taken"
     );
 
-    // Wait (bounded) for the worker's turn on the job to be exported.
-    let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
-    wait_until(Duration::from_secs(30), "the receiving turn's span", || {
-        received
-            .spans()
-            .iter()
-            .any(|s| of_trace(s) && s.name == "turn" && attr_str(s, "msg_type") == "job")
+    // Wait (bounded) for both targets' turns on the job to be exported.
+    let spans = trace_spans(&received, &trace_id, "both receiving turns", |spans| {
+        has_turn(spans, "Slow/w", "job") && has_turn(spans, "Echo/r", "job")
     })
     .await;
-    let spans: Vec<Span> = received.spans().into_iter().filter(of_trace).collect();
-    let id = |s: &Span| hex(&s.span_id);
-    let parent = |s: &Span| hex(&s.parent_span_id);
 
     let ingress = root_ingress(&spans, &ingress_id);
     assert_eq!(attr_str(ingress, "actor"), "Echo/d");
-    let turn = one(&spans, "dispatcher turn", |s| {
-        s.name == "turn" && attr_str(s, "actor") == "Echo/d"
-    });
-    assert_eq!(parent(turn), id(ingress));
+    let turn = turn_of(&spans, "Echo/d", "dispatch");
+    assert_eq!(turn.parent_span_id, ingress.span_id);
     let dispatch = one(&spans, "dispatch span", |s| s.name == "outbox.dispatch");
-    assert_eq!(parent(dispatch), id(turn));
-    assert_eq!(attr_int(dispatch, "targets"), Some(1), "{dispatch:#?}");
-
-    let mut attempts: Vec<&Span> = spans
-        .iter()
-        .filter(|s| s.name == "outbox.attempt")
-        .collect();
-    attempts.sort_by_key(|s| attr_int(s, "attempt"));
-    assert!(
-        attempts.len() >= 2,
-        "refused, then delivered: {attempts:#?}"
-    );
-    for (i, a) in attempts.iter().enumerate() {
-        assert_eq!(
-            parent(a),
-            id(dispatch),
-            "every attempt is a child of the dispatch"
-        );
-        assert_eq!(
-            attr_int(a, "attempt"),
-            Some(i as i64 + 1),
-            "attempts count 1, 2, …"
-        );
-        assert_eq!(attr_str(a, "receiver"), "Slow/w");
-    }
-    let (last, before) = attempts.split_last().unwrap();
-    assert_eq!(attr_str(before[0], "outcome"), "refused");
-    assert!(
-        attr_str(before[0], "error").starts_with("RESOURCE_EXHAUSTED: mailbox full"),
-        "{:?}",
-        attr_str(before[0], "error")
-    );
-    for a in before {
-        assert_eq!(attr_str(a, "outcome"), "refused");
-    }
-    assert_eq!(attr_str(last, "outcome"), "delivered");
-
-    let job_turn = one(&spans, "receiving turn", |s| {
-        s.name == "turn" && attr_str(s, "msg_type") == "job"
-    });
-    assert_eq!(attr_str(job_turn, "actor"), "Slow/w");
+    assert_eq!(dispatch.parent_span_id, turn.span_id);
+    assert_eq!(attr_int(dispatch, "targets"), Some(2), "{dispatch:#?}");
     assert_eq!(
-        parent(job_turn),
-        id(last),
-        "the worker's turn is the delivered attempt's child"
+        spans.iter().filter(|s| s.name == "outbox.attempt").count(),
+        3,
+        "the worker's refused and delivered attempts, the echo actor's one: {spans:#?}"
     );
-    assert_eq!(attr_str(job_turn, "outcome"), "ok");
+
+    // The worker: refused once with RESOURCE_EXHAUSTED, then delivered by the relay.
+    let worker = attempts_for(&spans, "Slow/w", dispatch);
+    assert_eq!(worker.len(), 2, "refused once, then delivered: {worker:#?}");
+    assert_eq!(attr_str(worker[0], "outcome"), "refused");
+    assert!(
+        attr_str(worker[0], "error").starts_with("RESOURCE_EXHAUSTED: mailbox full"),
+        "{:?}",
+        attr_str(worker[0], "error")
+    );
+    assert_eq!(attr_str(worker[1], "outcome"), "delivered");
+    // The echo actor: delivered by the immediate attempt.
+    let echo = attempts_for(&spans, "Echo/r", dispatch);
+    assert_eq!(echo.len(), 1, "{echo:#?}");
+    assert_eq!(attr_str(echo[0], "outcome"), "delivered");
+
+    // Each target's turn is its delivered attempt's child.
+    for (target, delivered) in [("Slow/w", worker[1]), ("Echo/r", echo[0])] {
+        let job_turn = turn_of(&spans, target, "job");
+        assert_eq!(
+            job_turn.parent_span_id, delivered.span_id,
+            "{target}'s turn is its delivered attempt's child"
+        );
+        assert_eq!(attr_str(job_turn, "outcome"), "ok");
+    }
 
     // The fillers were traces of their own, not part of this one.
     assert!(
@@ -361,12 +416,41 @@ async fn a_scheduled_message_is_delivered_in_the_trace_of_the_turn_that_schedule
     assert_eq!(recorded["items"], serde_json::json!(["tick 1"]));
 }
 
+/// With no flag and no `OTEL_*` endpoint variable nothing is exported at all. The receiver is
+/// not the host's endpoint but its HTTP proxy: an exporter sending anywhere (its default is
+/// `http://localhost:4318`) would reach it. Traffic that makes every kind of span (an ingress
+/// call continuing a `traceparent`, a turn, a dispatch and a relay attempt) runs, then SIGTERM's
+/// shutdown flush, which sends whatever a batch processor still holds; the receiver must have
+/// seen no request, and the answer carries no trace context.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_nothing_is_traced_or_answered() {
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        assert!(
+            std::env::var_os(var).is_none(),
+            "{var} is set in the test's environment: sluice run would inherit it"
+        );
+    }
+    let (proxy, received) = otlp_receiver().await;
     let dir = rust_app(&["echo", "slow"], APP);
     let bin = sluice_binary("sluice-traces");
-    // No flag and no OTEL_* variable: no exporter, no trace context on the answer.
-    let run = SluiceRun::start(&bin, dir.path(), &[], &[]).await;
+    let mut run = SluiceRun::start(
+        &bin,
+        dir.path(),
+        &[],
+        &[
+            ("http_proxy", proxy.as_str()),
+            ("HTTP_PROXY", proxy.as_str()),
+            ("all_proxy", proxy.as_str()),
+            ("ALL_PROXY", proxy.as_str()),
+            ("no_proxy", ""),
+            ("NO_PROXY", ""),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
     let resp = reqwest::Client::new()
         .post(format!("{}/actors/Echo/n/ask/echo", run.ingress))
         .header(
@@ -379,6 +463,276 @@ async fn without_an_endpoint_nothing_is_traced_or_answered() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers().get("traceparent").is_none());
+    let job = serde_json::json!({"targets": ["Echo/r"], "msg_type": "record", "payload": "job"});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/actors/Echo/d/ask/dispatch", run.ingress))
+        .body(job.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("traceparent").is_none());
+    let items = recorded(&run, "Echo/r").await;
+    assert_eq!(items["items"], serde_json::json!(["job"]), "the job ran");
+
+    run.terminate();
+    let exit = run.wait_exit(Duration::from_secs(30)).await;
+    assert!(exit.is_some_and(|s| s.success()), "exit: {exit:?}");
+    assert_eq!(
+        received.requests(),
+        Vec::<String>::new(),
+        "the host sent something out with no endpoint set"
+    );
+    assert!(received.spans().is_empty());
+}
+
+/// The standard variables turn export on without `--otlp-endpoint`:
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL; `/v1/traces` is appended) and
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL). Each run's call is one exported trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standard_otel_endpoint_variables_turn_export_on_without_the_flag() {
+    let dir = rust_app(&["echo", "slow"], APP);
+    let bin = sluice_binary("sluice-traces");
+    for (var, path) in [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "/v1/traces"),
+    ] {
+        let (otlp, received) = otlp_receiver().await;
+        let endpoint = format!("{otlp}{path}");
+        let run = SluiceRun::start(
+            &bin,
+            dir.path(),
+            &[],
+            &[(var, endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+        )
+        .await;
+        let ((trace_id, ingress_id), reply) =
+            ask_traced(&run, "Echo/v/ask/echo", None, "\"via env\"".into()).await;
+        assert_eq!(reply, serde_json::json!("via env"), "{var}");
+        let spans = trace_spans(&received, &trace_id, var, |spans| {
+            has_turn(spans, "Echo/v", "echo")
+        })
+        .await;
+        let ingress = root_ingress(&spans, &ingress_id);
+        let turn = turn_of(&spans, "Echo/v", "echo");
+        assert_eq!(turn.parent_span_id, ingress.span_id, "{var}");
+        assert!(
+            received
+                .requests()
+                .iter()
+                .all(|r| r.starts_with("POST /v1/traces")),
+            "{var}: {:?}",
+            received.requests()
+        );
+    }
+}
+
+/// A guest's `tell` carries its turn's trace: the told actor's turn is the telling turn's
+/// child, in the ingress call's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_tell_is_delivered_in_the_telling_turns_trace() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let req = serde_json::json!({"to": "Echo/b", "msg_type": "record", "payload": "told"});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/a/ask/tell", None, req.to_string()).await;
+    assert_eq!(reply, serde_json::json!({"ok": true, "receipt": "queued"}));
+
+    let spans = trace_spans(&received, &trace_id, "the told actor's turn", |spans| {
+        has_turn(spans, "Echo/b", "record")
+    })
+    .await;
+    let ingress = root_ingress(&spans, &ingress_id);
+    let telling = turn_of(&spans, "Echo/a", "tell");
+    assert_eq!(telling.parent_span_id, ingress.span_id);
+    let told = turn_of(&spans, "Echo/b", "record");
+    assert_eq!(
+        told.parent_span_id, telling.span_id,
+        "the told turn is the telling turn's child: {spans:#?}"
+    );
+    assert_eq!(attr_str(told, "outcome"), "ok");
+    assert_eq!(
+        recorded(&run, "Echo/b").await["items"],
+        serde_json::json!(["told"])
+    );
+}
+
+/// A guest's `ask` carries its turn's trace: the asked actor's turn is the asking turn's
+/// child and runs inside it (the asking turn waits for the reply).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_ask_is_answered_in_the_asking_turns_trace() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let req = serde_json::json!({"to": "Echo/b", "msg_type": "echo", "payload": "asked", "timeout_ms": 10_000});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/a/ask/ask", None, req.to_string()).await;
+    assert_eq!(reply, serde_json::json!({"ok": true, "reply": "asked"}));
+
+    let spans = trace_spans(&received, &trace_id, "both turns", |spans| {
+        has_turn(spans, "Echo/a", "ask") && has_turn(spans, "Echo/b", "echo")
+    })
+    .await;
+    let ingress = root_ingress(&spans, &ingress_id);
+    let asking = turn_of(&spans, "Echo/a", "ask");
+    assert_eq!(asking.parent_span_id, ingress.span_id);
+    let asked = turn_of(&spans, "Echo/b", "echo");
+    assert_eq!(
+        asked.parent_span_id, asking.span_id,
+        "the asked turn is the asking turn's child: {spans:#?}"
+    );
+    assert_eq!(attr_str(asked, "outcome"), "ok");
+    assert!(
+        asking.start_time_unix_nano <= asked.start_time_unix_nano
+            && asked.end_time_unix_nano <= asking.end_time_unix_nano,
+        "the asked turn runs within the asking turn: {asking:#?} {asked:#?}"
+    );
+}
+
+/// `tell-reliable` that the receiver takes at once (the direct path) is a plain tell in the
+/// trace: the receiving turn is the sending turn's child, with no outbox attempt between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reliable_tell_taken_directly_is_the_sending_turns_child() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let req = serde_json::json!({"to": "Echo/b", "msg_type": "record", "payload": "direct"});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/a/ask/tell_reliable", None, req.to_string()).await;
+    assert_eq!(reply, serde_json::json!({"ok": true, "path": "direct"}));
+
+    let spans = trace_spans(&received, &trace_id, "the receiving turn", |spans| {
+        has_turn(spans, "Echo/b", "record")
+    })
+    .await;
+    let ingress = root_ingress(&spans, &ingress_id);
+    let sending = turn_of(&spans, "Echo/a", "tell_reliable");
+    assert_eq!(sending.parent_span_id, ingress.span_id);
+    let receiving = turn_of(&spans, "Echo/b", "record");
+    assert_eq!(receiving.parent_span_id, sending.span_id, "{spans:#?}");
+    assert!(
+        !spans.iter().any(|s| s.name.starts_with("outbox.")),
+        "the direct path never touches the outbox: {spans:#?}"
+    );
+    assert_eq!(
+        recorded(&run, "Echo/b").await["items"],
+        serde_json::json!(["direct"])
+    );
+}
+
+/// `tell-reliable` to a full mailbox goes through the outbox: the stored row carries the
+/// sending turn's trace, so every relay attempt is that turn's child, the attempts before the
+/// last are refusals, and the receiving turn is the delivered attempt's child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reliable_tell_stored_in_the_outbox_is_relayed_in_the_sending_turns_trace() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    fill_worker(&run, 500).await;
+    let req = serde_json::json!({"to": "Slow/w", "msg_type": "stored", "payload": "1"});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/a/ask/tell_reliable", None, req.to_string()).await;
+    assert_eq!(reply, serde_json::json!({"ok": true, "path": "outbox"}));
+
+    let spans = trace_spans(&received, &trace_id, "the receiving turn", |spans| {
+        has_turn(spans, "Slow/w", "stored")
+    })
+    .await;
+    let ingress = root_ingress(&spans, &ingress_id);
+    let sending = turn_of(&spans, "Echo/a", "tell_reliable");
+    assert_eq!(sending.parent_span_id, ingress.span_id);
+    let attempts = attempts_for(&spans, "Slow/w", sending);
+    let (last, before) = attempts.split_last().expect("at least one relay attempt");
+    for a in before {
+        assert_eq!(attr_str(a, "outcome"), "refused", "{attempts:#?}");
+    }
+    assert_eq!(attr_str(last, "outcome"), "delivered");
+    let receiving = turn_of(&spans, "Slow/w", "stored");
+    assert_eq!(
+        receiving.parent_span_id, last.span_id,
+        "the receiving turn is the delivered attempt's child"
+    );
+    assert_eq!(attr_str(receiving, "outcome"), "ok");
+}
+
+/// [`APP`] with a short retry policy: three attempts, backing off 10–20 ms.
+const DEAD_LETTER_APP: &str = r#"
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[outbox]
+partitions = 1
+
+[outbox.retry_policy]
+max_attempts = 3
+base_ms = 10
+cap_ms = 20
+"#;
+
+/// A job whose receiver fails every attempt: the attempts are the dispatch's children in the
+/// ingress call's trace, each receiving turn is its attempt's child, the attempts before the
+/// last are `failed`, and the last is `dead_lettered` — and the job is in the DLQ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_dead_lettered_on_its_last_attempt_ends_the_ingress_calls_trace() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo"], DEAD_LETTER_APP);
+    let run = traced_run(&otlp, dir.path()).await;
+    let job = serde_json::json!({"targets": ["Echo/poison"], "msg_type": "fail", "payload": "x", "mode": "call"});
+    let ((trace_id, ingress_id), reply) =
+        ask_traced(&run, "Echo/d/ask/dispatch", None, job.to_string()).await;
+    assert_eq!(reply["ok"], true, "{reply}");
+
+    let spans = trace_spans(
+        &received,
+        &trace_id,
+        "the dead-lettering attempt",
+        |spans| {
+            spans
+                .iter()
+                .any(|s| s.name == "outbox.attempt" && attr_str(s, "outcome") == "dead_lettered")
+                && spans
+                    .iter()
+                    .filter(|s| s.name == "turn" && attr_str(s, "msg_type") == "fail")
+                    .count()
+                    == 3
+        },
+    )
+    .await;
+    let ingress = root_ingress(&spans, &ingress_id);
+    let turn = turn_of(&spans, "Echo/d", "dispatch");
+    assert_eq!(turn.parent_span_id, ingress.span_id);
+    let dispatch = one(&spans, "dispatch span", |s| s.name == "outbox.dispatch");
+    assert_eq!(dispatch.parent_span_id, turn.span_id);
+    let attempts = attempts_for(&spans, "Echo/poison", dispatch);
+    assert_eq!(attempts.len(), 3, "max_attempts = 3: {attempts:#?}");
+    let outcomes: Vec<&str> = attempts.iter().map(|a| attr_str(a, "outcome")).collect();
+    assert_eq!(outcomes, ["failed", "failed", "dead_lettered"]);
+    for a in &attempts {
+        assert!(
+            attr_str(a, "error").contains("bad input"),
+            "{:?}",
+            attr_str(a, "error")
+        );
+        let failing = one(&spans, "the attempt's turn", |s| {
+            s.name == "turn" && s.parent_span_id == a.span_id
+        });
+        assert_eq!(attr_str(failing, "actor"), "Echo/poison");
+        assert_eq!(attr_str(failing, "outcome"), "error");
+    }
+
+    let dlq: serde_json::Value = reqwest::get(format!("{}/admin/dlq", run.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let dead = dlq["dead_letters"].as_array().unwrap();
+    assert_eq!(dead.len(), 1, "{dlq}");
+    assert_eq!(dead[0]["receiver"], "Echo/poison");
+    assert_eq!(dead[0]["attempts"], 3);
 }
 
 /// A publisher (`Echo/pub`), a routed subscriber (`Echo/audit`) and a dispatch subscriber
