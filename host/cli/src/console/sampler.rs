@@ -103,9 +103,7 @@ pub struct Sampler {
     recorder: ConsoleRecorder,
     config: ConsoleConfig,
     prev: Option<(Instant, Split)>,
-    versions: HashMap<String, u64>,
-    deploys: VecDeque<Deploy>,
-    started: bool,
+    deploys: DeployLog,
     /// Shared with the HTTP handlers.
     pub frames: Arc<Frames>,
 }
@@ -114,6 +112,59 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The seconds a frame's rates are over: since the previous frame, or the configured
+/// interval for the first one; never below 1 ms (a rate is a division by it).
+fn interval_s(prev: Option<Instant>, now: Instant, sample_interval: Duration) -> f64 {
+    prev.map_or(sample_interval.as_secs_f64(), |t| {
+        now.duration_since(t).as_secs_f64()
+    })
+    .max(1e-3)
+}
+
+/// The deploys seen, newest first and at most `capacity`: a type whose version differs from
+/// the one last seen was deployed (noted at the frame's time); what the first frame finds
+/// was deployed before the console started (`at_start`).
+struct DeployLog {
+    versions: HashMap<String, u64>,
+    deploys: VecDeque<Deploy>,
+    capacity: usize,
+    started: bool,
+}
+
+impl DeployLog {
+    fn new(capacity: usize) -> Self {
+        Self {
+            versions: HashMap::new(),
+            deploys: VecDeque::new(),
+            capacity: capacity.max(1),
+            started: false,
+        }
+    }
+
+    fn note(&mut self, status: &[sluice_runtime::TypeStatus], now_ms: u64) {
+        for t in status {
+            if self.versions.get(&t.actor_type) == Some(&t.version) {
+                continue;
+            }
+            self.versions.insert(t.actor_type.clone(), t.version);
+            if self.deploys.len() == self.capacity {
+                self.deploys.pop_back();
+            }
+            self.deploys.push_front(Deploy {
+                actor_type: t.actor_type.clone(),
+                version: t.version,
+                at_ms: now_ms,
+                at_start: !self.started,
+            });
+        }
+        self.started = true;
+    }
+
+    fn list(&self) -> Vec<Deploy> {
+        self.deploys.iter().cloned().collect()
+    }
 }
 
 /// Readings with the counters and histograms of each actor type apart, so a type's row reads
@@ -201,9 +252,7 @@ impl Sampler {
             frames: Arc::new(Frames::new(config.history)),
             config,
             prev: None,
-            versions: HashMap::new(),
-            deploys: VecDeque::new(),
-            started: false,
+            deploys: DeployLog::new(config.deploy_log),
         }
     }
 
@@ -216,39 +265,18 @@ impl Sampler {
         }
     }
 
-    fn note_deploys(&mut self, status: &[sluice_runtime::TypeStatus], now_ms: u64) {
-        for t in status {
-            if self.versions.get(&t.actor_type) == Some(&t.version) {
-                continue;
-            }
-            self.versions.insert(t.actor_type.clone(), t.version);
-            if self.deploys.len() == self.config.deploy_log.max(1) {
-                self.deploys.pop_back();
-            }
-            self.deploys.push_front(Deploy {
-                actor_type: t.actor_type.clone(),
-                version: t.version,
-                at_ms: now_ms,
-                at_start: !self.started,
-            });
-        }
-        self.started = true;
-    }
-
     /// Builds the next frame.
     pub fn frame(&mut self) -> Frame {
         let now = Instant::now();
         let t_ms = unix_ms();
         let readings = Split::of(self.recorder.read());
         let status = self.host.status();
-        self.note_deploys(&status, t_ms);
-        let interval_s = self
-            .prev
-            .as_ref()
-            .map_or(self.config.sample_interval.as_secs_f64(), |(t, _)| {
-                now.duration_since(*t).as_secs_f64()
-            })
-            .max(1e-3);
+        self.deploys.note(&status, t_ms);
+        let interval_s = interval_s(
+            self.prev.as_ref().map(|(t, _)| *t),
+            now,
+            self.config.sample_interval,
+        );
         let prev = self.prev.as_ref().map(|(_, r)| r);
         let d = Delta {
             now: &readings.rest,
@@ -378,7 +406,7 @@ impl Sampler {
             types,
             outbox,
             bus,
-            deploys: self.deploys.iter().cloned().collect(),
+            deploys: self.deploys.list(),
         };
         self.prev = Some((now, readings));
         frame
@@ -416,5 +444,183 @@ impl Sampler {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::console::recorder::BUCKETS;
+
+    /// What a recorder holds after `record` runs with it installed.
+    fn readings(record: impl FnOnce()) -> (ConsoleRecorder, Readings) {
+        let rec = ConsoleRecorder::default();
+        metrics::with_local_recorder(&rec, record);
+        let r = rec.read();
+        (rec, r)
+    }
+
+    fn status(ty: &str, version: u64) -> sluice_runtime::TypeStatus {
+        sluice_runtime::TypeStatus {
+            actor_type: ty.into(),
+            version,
+            active: 0,
+            queued: 0,
+            oldest_queued_ms: 0,
+            stopped: 0,
+        }
+    }
+
+    #[test]
+    fn a_rate_is_the_counters_increase_over_the_interval_since_the_previous_frame() {
+        let refused = || metrics::counter!("sluice_mailbox_refused_total", "actor_type" => "Slow");
+        let (rec, before) = readings(|| refused().increment(3));
+        metrics::with_local_recorder(&rec, || refused().increment(5));
+        let after = rec.read();
+        let ty = [("actor_type", "Slow")];
+        let first = Delta {
+            now: &before,
+            prev: None,
+        };
+        assert_eq!(first.increase("sluice_mailbox_refused_total", &ty), 3);
+        let next = Delta {
+            now: &after,
+            prev: Some(&before),
+        };
+        assert_eq!(next.total("sluice_mailbox_refused_total", &ty), 8);
+        assert_eq!(next.increase("sluice_mailbox_refused_total", &ty), 5);
+        assert_eq!(
+            next.increase("sluice_mailbox_refused_total", &[("actor_type", "Other")]),
+            0
+        );
+        // A counter that went backwards (a reset) is no increase, not a huge one.
+        let back = Delta {
+            now: &before,
+            prev: Some(&after),
+        };
+        assert_eq!(back.increase("sluice_mailbox_refused_total", &ty), 0);
+
+        // Over 2 s since the previous frame: 5 / 2 s. The first frame uses the configured
+        // interval; a zero interval is clamped, never a division by zero.
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(2);
+        let iv = interval_s(Some(t0), t1, Duration::from_secs(1));
+        assert_eq!(5.0 / iv, 2.5);
+        assert_eq!(interval_s(None, t1, Duration::from_millis(500)), 0.5);
+        assert_eq!(interval_s(Some(t1), t1, Duration::from_secs(1)), 1e-3);
+    }
+
+    #[test]
+    fn a_frames_quantiles_come_from_the_turns_of_its_own_window_only() {
+        let turn = |s: f64| {
+            metrics::histogram!("sluice_turn_seconds", "actor_type" => "Slow").record(s);
+        };
+        // Window 1: 100 turns of 10 ms. Window 2: 9 turns of 10 ms and one of 2 s.
+        let (rec, w1) = readings(|| (0..100).for_each(|_| turn(0.010)));
+        metrics::with_local_recorder(&rec, || {
+            (0..9).for_each(|_| turn(0.010));
+            turn(2.0);
+        });
+        let w2 = rec.read();
+        let ty = [("actor_type", "Slow")];
+        let d = Delta {
+            now: &w2,
+            prev: Some(&w1),
+        };
+        let b = d.buckets("sluice_turn_seconds", &ty);
+        assert_eq!(b.len(), BUCKETS);
+        assert_eq!(b.iter().sum::<u64>(), 10, "only window 2's turns");
+        let p50 = quantile(&b, 0.5).unwrap();
+        let p99 = quantile(&b, 0.99).unwrap();
+        assert!((p50 - 0.010).abs() / 0.010 <= 0.125, "{p50}");
+        assert!(
+            (p99 - 2.0).abs() / 2.0 <= 0.125,
+            "{p99}: the one slow turn of 10"
+        );
+        // With the whole history (no previous frame) the slow turn is under 1 %: p99 is fast.
+        let all = Delta {
+            now: &w2,
+            prev: None,
+        };
+        let p99_all = quantile(&all.buckets("sluice_turn_seconds", &ty), 0.99).unwrap();
+        assert!(p99_all < 0.02, "{p99_all}");
+        // A window with no turns has no quantile (the page shows –).
+        let idle = Delta {
+            now: &w2,
+            prev: Some(&w2),
+        };
+        assert_eq!(
+            quantile(&idle.buckets("sluice_turn_seconds", &ty), 0.99),
+            None
+        );
+    }
+
+    #[test]
+    fn each_types_counters_and_histograms_are_read_apart_and_gauges_stay_shared() {
+        let (_rec, r) = readings(|| {
+            metrics::counter!("sluice_turns_total", "actor_type" => "A", "outcome" => "ok")
+                .increment(2);
+            metrics::counter!("sluice_turns_total", "actor_type" => "B", "outcome" => "ok")
+                .increment(7);
+            metrics::counter!("sluice_outbox_relay_delivered_total", "partition" => "0")
+                .increment(4);
+            metrics::histogram!("sluice_turn_seconds", "actor_type" => "B").record(0.1);
+            metrics::gauge!("sluice_outbox_queue_depth", "partition" => "0").set(3.0);
+        });
+        let split = Split::of(r);
+        let total = |r: &Readings, name: &str| Delta { now: r, prev: None }.total(name, &[]);
+        assert_eq!(total(&split.by_type["A"], "sluice_turns_total"), 2);
+        assert_eq!(total(&split.by_type["B"], "sluice_turns_total"), 7);
+        assert_eq!(split.by_type["A"].histograms.len(), 0);
+        assert_eq!(split.by_type["B"].histograms.len(), 1);
+        assert_eq!(total(&split.rest, "sluice_outbox_relay_delivered_total"), 4);
+        assert_eq!(total(&split.rest, "sluice_turns_total"), 0);
+        assert_eq!(split.rest.gauges.len(), 1);
+    }
+
+    #[test]
+    fn a_deploy_is_noted_once_per_new_version_newest_first_and_the_log_is_bounded() {
+        let mut log = DeployLog::new(3);
+        // The first frame: what the app folder deployed, noted as at start.
+        log.note(&[status("A", 1), status("B", 1)], 1_000);
+        let first = log.list();
+        assert_eq!(first.len(), 2);
+        assert!(first.iter().all(|d| d.at_start && d.at_ms == 1_000));
+        // The same versions again: nothing new.
+        log.note(&[status("A", 1), status("B", 1)], 2_000);
+        assert_eq!(log.list(), first);
+        // A redeploy of B, then a new type C: noted at their frame's time, newest first.
+        log.note(&[status("A", 1), status("B", 2)], 3_000);
+        log.note(&[status("A", 1), status("B", 2), status("C", 1)], 4_000);
+        let seen: Vec<(String, u64, u64, bool)> = log
+            .list()
+            .into_iter()
+            .map(|d| (d.actor_type, d.version, d.at_ms, d.at_start))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("C".to_string(), 1, 4_000, false),
+                ("B".to_string(), 2, 3_000, false),
+                // The log keeps 3: the oldest, A v1 (noted before B v1), fell off.
+                ("B".to_string(), 1, 1_000, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn frames_keep_the_last_history_frames_in_order_and_stream_the_newest() {
+        let frames = Frames::new(2);
+        let rx = frames.subscribe();
+        assert_eq!(frames.history_json(), "[]");
+        for f in ["1", "2", "3"] {
+            frames.push(f.into());
+        }
+        assert_eq!(frames.history_json(), "[2,3]");
+        assert_eq!(rx.borrow().as_deref(), Some("3"));
+        let one = Frames::new(0);
+        one.push("7".into());
+        one.push("8".into());
+        assert_eq!(one.history_json(), "[8]", "a history of at least one frame");
     }
 }
