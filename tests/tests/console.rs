@@ -106,10 +106,24 @@ impl Browser {
             .to_string()
     }
 
+    /// Saves a screenshot under [`artifacts`] and prints its path (so a CI log names it,
+    /// whether or not the test goes on to pass).
     fn screenshot(&mut self, name: &str) -> PathBuf {
         let path = artifacts().join(name);
         self.cmd(json!({"cmd": "screenshot", "path": path}));
+        eprintln!("console screenshot: {}", path.display());
         path
+    }
+
+    /// The sparkline of actor type `ty`'s row: its painted pixels, and its highest painted
+    /// row as a fraction of the height (0 = top; `None` when nothing is drawn).
+    fn sparkline(&mut self, ty: &str) -> (u64, Option<f64>) {
+        let row = format!("tr:has({}) td.spark", sel(&format!("type:{ty}:name")));
+        let a = self.cmd(json!({"cmd": "painted", "sel": row}));
+        (
+            a["pixels"].as_u64().expect("a pixel count"),
+            a["top"].as_f64(),
+        )
     }
 
     fn page_errors(&mut self) -> Vec<String> {
@@ -187,6 +201,32 @@ async fn wait_dlq(run: &SluiceRun, what: &str, cond: impl Fn(&[Value]) -> bool) 
     }
 }
 
+/// Waits (bounded) until actor type `ty` has one live actor running its first turn with
+/// nothing queued behind it.
+async fn wait_first_turn(run: &SluiceRun, ty: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let s: Value = reqwest::get(format!("{}/admin/status", run.admin))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let t = s["actor_types"]
+            .as_array()
+            .and_then(|a| a.iter().find(|t| t["actor_type"] == ty).cloned())
+            .unwrap_or_else(|| panic!("{ty} in status: {s}"));
+        if t["active"] == 1 && t["queued"] == 0 && s["inflight_turns"].as_u64() >= Some(1) {
+            return;
+        }
+        assert!(
+            start.elapsed() < T,
+            "the first {ty} turn never started: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 const FLOW_APP: &str = r#"
 [[supervisor.children]]
 name = "echo"
@@ -200,6 +240,22 @@ actor_type = "Slow"
 module = "slow.wasm"
 mailbox_capacity = 2
 mailbox_strategy = "error"
+
+# A `drop_newest` mailbox of one: one long turn running, one queued, the rest dropped.
+[[supervisor.children]]
+name = "lossy"
+actor_type = "Lossy"
+module = "slow.wasm"
+mailbox_capacity = 1
+mailbox_strategy = "drop_newest"
+
+# Restarted after its first trap, stopped after its second.
+[[supervisor.children]]
+name = "crash"
+actor_type = "Crash"
+module = "crash.wasm"
+max_restarts = 1
+restart_window_ms = 600000
 
 # The outbox's receiver: one message at a time, so a burst is backpressure.
 [[supervisor.children]]
@@ -245,7 +301,7 @@ cap_ms = 100
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_replays_from_the_page()
 {
-    let app = rust_app(&["echo", "slow"], FLOW_APP);
+    let app = rust_app(&["echo", "slow", "crash"], FLOW_APP);
     assert!(FLOW_APP.contains("delivery_window = 1"));
     let bin = sluice_binary("sluice-console");
     let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
@@ -279,27 +335,7 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     // depend on how fast the actor takes its first message), then five more for two slots.
     let tell_slow = format!("{}/actors/Slow/full/tell/x", run.ingress);
     assert_eq!(post(&tell_slow, json!(3000)).await.0, 202);
-    let start = std::time::Instant::now();
-    loop {
-        let s: Value = reqwest::get(format!("{}/admin/status", run.admin))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let slow = s["actor_types"]
-            .as_array()
-            .and_then(|a| a.iter().find(|t| t["actor_type"] == "Slow").cloned())
-            .expect("Slow in status");
-        if slow["active"] == 1 && slow["queued"] == 0 && s["inflight_turns"].as_u64() >= Some(1) {
-            break;
-        }
-        assert!(
-            start.elapsed() < T,
-            "the first Slow turn never started: {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_first_turn(&run, "Slow").await;
     let mut refused = 0;
     for _ in 0..5 {
         let (status, _) = post(&tell_slow, json!(3000)).await;
@@ -311,6 +347,59 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     b.wait("type:Slow:queued", "^2$");
     b.wait("type:Slow:refused", "^3$");
     b.wait("type:Slow:oldest_queued_ms", r"^\d+(\.\d)? s$");
+    // Slow's sparkline is drawn and its depth line rose off the baseline (two queued).
+    let start = std::time::Instant::now();
+    loop {
+        let (pixels, top) = b.sparkline("Slow");
+        if pixels > 0 && top.is_some_and(|t| t < 0.5) {
+            break;
+        }
+        assert!(
+            start.elapsed() < T,
+            "Slow's sparkline: {pixels} pixels, highest at {top:?} of its height"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A `drop_newest` mailbox of one: a 2 s turn running, then a tell whose 300 ms deadline
+    // passes while it waits (skipped when its turn comes), then three dropped tells.
+    let tell_lossy = format!("{}/actors/Lossy/l/tell/x", run.ingress);
+    assert_eq!(post(&tell_lossy, json!(2000)).await.0, 202);
+    wait_first_turn(&run, "Lossy").await;
+    let r = reqwest::Client::new()
+        .post(&tell_lossy)
+        .header("x-sluice-deadline-ms", "300")
+        .body("1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    assert_eq!(r.json::<Value>().await.unwrap()["receipt"], "queued");
+    for _ in 0..3 {
+        let (status, v) = post(&tell_lossy, json!(1)).await;
+        assert_eq!(
+            (status, v["receipt"].as_str()),
+            (202, Some("dropped-newest"))
+        );
+    }
+    b.wait("type:Lossy:dropped", "^3$");
+    b.wait("type:Lossy:skipped", "^1$");
+    // Its one turn took 2 s: the p99 (and p50) of the frame it ended in.
+    let p99 = b.wait("type:Lossy:p99_ms", r"^\d\.\d s$");
+    assert!((1.9..2.6).contains(&number(&p99)), "{p99}");
+
+    // A trap: restarted (max_restarts = 1); a second: stopped.
+    let boom = format!("{}/actors/Crash/1/ask/boom", run.ingress);
+    assert_ne!(post(&boom, json!("")).await.0, 200);
+    b.wait("type:Crash:restarts", "^1$");
+    b.wait("type:Crash:stopped", r"^0 \(0 total\)$");
+    assert_ne!(post(&boom, json!("")).await.0, 200);
+    b.wait("type:Crash:stopped", r"^1 \(1 total\)$");
+    assert_eq!(
+        b.wait("type:Crash:restarts", "^\\d+$"),
+        "1",
+        "no restart after the stop"
+    );
 
     // Backpressure: 30 dispatches to two Sink actors (150 ms turns, one message each at a
     // time) through the outbox, while the relay's limiters start at 8.
@@ -333,6 +422,8 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     // 12.5 %), is about that (a loaded machine may stretch a turn, never shorten it).
     let p50 = b.wait("type:Sink:p50_ms", r"^1\d\d ms$");
     assert!((130.0..200.0).contains(&number(&p50)), "{p50}");
+    let p99 = b.wait("type:Sink:p99_ms", r"^\d+ ms$");
+    assert!((130.0..400.0).contains(&number(&p99)), "{p99}");
     let backpressure = number(&b.wait("outbox:backpressure", "^[1-9]"));
     assert!(backpressure >= 1.0);
     let shot = b.screenshot("console-under-load.png");

@@ -10,6 +10,10 @@
 //           {"cmd":"fill","sel","value"}                    -> {}
 //           {"cmd":"click","sel","confirm":true|false}      -> {"dialog"} (the confirm text)
 //           {"cmd":"screenshot","path","full_page"?}        -> {} (full page unless false)
+//           {"cmd":"painted","sel"}                         -> {"pixels","top"} (of the first canvas
+//                                                              in sel: painted pixels, and the highest
+//                                                              painted row as a fraction of the height,
+//                                                              0 = top, null when blank)
 //           {"cmd":"close"}                                 -> {}
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -97,6 +101,18 @@ const handlers = {
     await page.screenshot({ path, fullPage: full_page !== false });
     return {};
   },
+  painted: async ({ sel }) =>
+    page.locator(`${sel} canvas`).first().evaluate((c) => {
+      const { data } = c.getContext('2d').getImageData(0, 0, c.width, c.height);
+      let pixels = 0;
+      let top = null;
+      for (let i = 3; i < data.length; i += 4) {
+        if (data[i] === 0) continue;
+        pixels += 1;
+        if (top === null) top = Math.floor((i - 3) / 4 / c.width) / c.height;
+      }
+      return { pixels, top };
+    }, undefined, { timeout: 10000 }),
   errors: async () => ({ errors: pageErrors }),
   close: async () => {
     if (context) await context.close();
