@@ -2,7 +2,7 @@
 //! one listener that serves the admin API and `/ui` of whichever scenario host started last.
 //! Its own test binary: serving the console installs the process's metrics recorder.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use job_queue_outbox as jq;
 use serde_json::Value;

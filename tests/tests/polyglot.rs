@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
-use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config, wait_until};
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
+use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config};
 
 const T: Duration = Duration::from_secs(60);
 

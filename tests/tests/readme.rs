@@ -527,6 +527,7 @@ async fn readme_toml_blocks_load_as_real_configs() {
         for m in &modules {
             std::fs::write(dir.path().join(m), &echo).unwrap();
         }
+        let declared = children.len();
         let text = toml::to_string(&doc).unwrap();
         std::fs::write(dir.path().join("app-config.toml"), &text).unwrap();
         let cache_dir = cache.path().to_path_buf();
@@ -536,7 +537,7 @@ async fn readme_toml_blocks_load_as_real_configs() {
                 .unwrap_or_else(|e| {
                     panic!("{}: the block does not start a host: {e}\n{text}", b.at())
                 });
-        assert_eq!(app.supervisor.children.len(), children.len(), "{}", b.at());
+        assert_eq!(app.supervisor.children.len(), declared, "{}", b.at());
         for c in &app.supervisor.children {
             assert_eq!(
                 sluice_tests::type_status(&host, &c.actor_type).version,
@@ -637,7 +638,7 @@ async fn readme_run_output_matches_a_real_sluice_run() {
     let bin = sluice_binary("sluice-readme");
     let mut printed = Vec::new();
     for start in ["first", "second"] {
-        let run = SluiceRun::start(&bin, &app, &[], &[]).await;
+        let mut run = SluiceRun::start(&bin, &app, &[], &[]).await;
         wait_until(Duration::from_secs(120), "the ready line", || {
             run.stdout_has("sluice: ready: ")
         })
@@ -650,7 +651,8 @@ async fn readme_run_output_matches_a_real_sluice_run() {
             .map(|l| shape(&l.replace(&app.display().to_string(), "app")))
             .collect();
         printed.push((start, lines));
-        // Dropped: killed and waited for, so the second start has the folder to itself.
+        // Killed and waited for: the second start has the folder (and its outbox) to itself.
+        run.kill();
     }
     let [(_, first), (_, second)] = &printed[..] else {
         unreachable!()
