@@ -264,17 +264,8 @@ pub async fn host_with(cfg: HostConfig, children: Vec<(ChildSpec, &str)>) -> Hos
     host
 }
 
-/// Polls `cond` until it holds or `bound` passes; panics with `what` on timeout.
-pub async fn wait_until<F: FnMut() -> bool>(bound: Duration, what: &str, mut cond: F) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+/// The suites' one bounded wait (its own crate, so the host crates' tests use it too).
+pub use sluice_test_wait::{wait_for, wait_until, wait_until_async};
 
 /// Runs a future that completes without waiting — a tell into a local mailbox — in one poll,
 /// for the sync conditions of [`wait_until`]. Panics if it would wait.

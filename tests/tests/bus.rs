@@ -14,7 +14,7 @@ use sluice_runtime::{
 };
 use sluice_tests::{
     Lang, json, per_language, poly_host, recorded_items as items_of, rust_app, rust_guest,
-    test_config,
+    test_config, wait_for, wait_until,
 };
 
 const T: Duration = Duration::from_secs(60);
@@ -51,19 +51,13 @@ async fn guest_call(host: &Host, principal: &str, op: &str, req: Value) -> Value
 
 /// What `id` recorded, once it holds at least `n` items (bounded wait).
 async fn recorded(host: &Host, id: &str, n: usize) -> Value {
-    let start = Instant::now();
-    loop {
+    let what = format!("{id} to record {n} events");
+    wait_for(Duration::from_secs(30), &what, || async move {
         let r = json(&host.ask(id, "recorded", "", T).await.unwrap());
         let have = r["items"].as_array().map_or(0, Vec::len);
-        if have >= n {
-            return r;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{id} recorded {have} of {n} events: {r}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        if have >= n { Ok(r) } else { Err(r) }
+    })
+    .await
 }
 
 fn stats_of(host: &Host, actor: &str) -> SubscriptionStats {
@@ -246,15 +240,15 @@ async fn wait_stats(
     what: &str,
     mut f: impl FnMut(&SubscriptionStats) -> bool,
 ) -> SubscriptionStats {
-    let start = Instant::now();
-    loop {
+    let mut last = None;
+    wait_until(Duration::from_secs(30), what, || {
         let s = stats_of(host, actor);
-        if f(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{what}: {s:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        let ok = f(&s);
+        last = Some(s);
+        ok
+    })
+    .await;
+    last.expect("polled at least once")
 }
 
 /// One principal floods 300 events, two others publish 10 each, all before the subscriber

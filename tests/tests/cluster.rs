@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_cluster::testing::NatsServer;
-use sluice_tests::{SluiceRun, fresh_postgres_database, rust_app, sluice_binary};
+use sluice_tests::{SluiceRun, fresh_postgres_database, rust_app, sluice_binary, wait_for};
 
 /// Heartbeat and member TTL of the test clusters: a dead host is gone after 1.5 s.
 const CLUSTER: &str = r#"
@@ -142,8 +142,8 @@ async fn status(h: &SluiceRun) -> Value {
 
 /// Waits until `h` sees exactly `nodes` as live members, each with Echo and Slow deployed.
 async fn wait_members(h: &SluiceRun, nodes: &[&str]) {
-    let start = Instant::now();
-    loop {
+    let what = format!("{} to see members {nodes:?}", h.admin);
+    wait_for(Duration::from_secs(30), &what, || async move {
         let s = status(h).await;
         let members = &s["cluster"]["members"];
         let ok = members.as_object().is_some_and(|m| {
@@ -155,16 +155,9 @@ async fn wait_members(h: &SluiceRun, nodes: &[&str]) {
                     })
                 })
         });
-        if ok {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{} never saw members {nodes:?}: {s}",
-            h.admin
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if ok { Ok(()) } else { Err(s) }
+    })
+    .await;
 }
 
 /// The first key of `ty` that placement puts on `node` (of the three).
@@ -621,24 +614,17 @@ mode = "dispatch"
 
 /// Waits until `h` sees member `node` with every type of `types` deployed.
 async fn wait_member_types(h: &SluiceRun, node: &str, types: &[String]) {
-    let start = Instant::now();
-    loop {
+    let what = format!("{} to see {node} with {types:?}", h.admin);
+    wait_for(Duration::from_secs(60), &what, || async move {
         let s = status(h).await;
         let has = s["cluster"]["members"][node].as_array().is_some_and(|t| {
             types
                 .iter()
                 .all(|ty| t.contains(&Value::String(ty.clone())))
         });
-        if has {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{} never saw {node} with {types:?}: {s}",
-            h.admin
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if has { Ok(()) } else { Err(s) }
+    })
+    .await;
 }
 
 /// Asks `EchoX/1` on `via` to make one SDK call (`tell`, `ask`) and returns its report.
@@ -785,8 +771,8 @@ async fn relayed_partitions(h: &SluiceRun) -> Vec<u32> {
 /// Waits until each of `hosts` (named `nodes`) relays exactly its rendezvous share of the
 /// outbox's `partitions`, both as its status says and as the leases it holds.
 async fn wait_relay_shares(hosts: &[&SluiceRun], nodes: &[&str], partitions: u32) {
-    let start = Instant::now();
-    loop {
+    let what = "each host to relay its share (seen: node, want, status, leases held)";
+    wait_for(Duration::from_secs(15), what, || async move {
         let mut seen = Vec::new();
         let mut ok = true;
         for (h, n) in hosts.iter().zip(nodes) {
@@ -797,15 +783,9 @@ async fn wait_relay_shares(hosts: &[&SluiceRun], nodes: &[&str], partitions: u32
             ok &= listed == want && held == want;
             seen.push((n.to_string(), want, listed, held));
         }
-        if ok {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "relay shares (node, want, status, leases held) never settled: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if ok { Ok(()) } else { Err(seen) }
+    })
+    .await;
 }
 
 /// The outbox of a cluster is shared, and each partition is relayed by one member: the

@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sluice_tests::{SluiceRun, root, rust_app, sluice_binary};
+use sluice_tests::{SluiceRun, root, rust_app, sluice_binary, wait_for};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -190,15 +190,12 @@ async fn dead_letters(run: &SluiceRun) -> Vec<Value> {
 
 /// Polls the admin API's DLQ until `cond` holds (bounded).
 async fn wait_dlq(run: &SluiceRun, what: &str, cond: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let start = std::time::Instant::now();
-    loop {
+    let cond = &cond;
+    wait_for(T, what, || async move {
         let d = dead_letters(run).await;
-        if cond(&d) {
-            return d;
-        }
-        assert!(start.elapsed() < T, "timed out waiting for {what}: {d:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        if cond(&d) { Ok(d) } else { Err(d) }
+    })
+    .await
 }
 
 /// Waits (bounded) until actor type `ty` has one live actor running its first turn with

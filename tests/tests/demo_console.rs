@@ -2,10 +2,11 @@
 //! one listener that serves the admin API and `/ui` of whichever scenario host started last.
 //! Its own test binary: serving the console installs the process's metrics recorder.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use job_queue_outbox as jq;
 use serde_json::Value;
+use sluice_tests::wait_for;
 
 async fn get(url: &str) -> (u16, String) {
     let r = reqwest::get(url)
@@ -16,21 +17,19 @@ async fn get(url: &str) -> (u16, String) {
 
 /// Polls `url` until its JSON satisfies `ok`, for at most 20 s.
 async fn wait_json(url: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let t0 = Instant::now();
-    loop {
+    let ok = &ok;
+    let what = format!("{url} to answer as expected");
+    wait_for(Duration::from_secs(20), &what, || async move {
         let (status, body) = get(url).await;
         if status == 200 {
             let v: Value = serde_json::from_str(&body).unwrap();
             if ok(&v) {
-                return v;
+                return Ok(v);
             }
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{url} never answered as expected; last: {status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("{status} {body}"))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,14 +5,23 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_runtime::{ChildSpec, ErrorCode, MailboxStrategy, TellReceipt};
-use sluice_tests::{host_with, install_metrics, json, metric, test_config, wait_until};
+use sluice_tests::{
+    Lang, host_with, install_metrics, json, metric, per_language, poly_host, test_config,
+    wait_until,
+};
 
 const T: Duration = Duration::from_secs(20);
+/// The bound in the per-language test: a language's first test builds its guests.
+const T_LANG: Duration = Duration::from_secs(60);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_mailbox_reaches_rust_guest_as_resource_exhausted() {
-    let host = host_with(
+// One body per behaviour, run against every guest language (Rust first): a guest's tell into
+// a full `error` mailbox gets the typed RESOURCE_EXHAUSTED with its retry hint.
+per_language!(full_mailbox_reaches_guest_as_resource_exhausted);
+
+async fn full_mailbox_reaches_guest_as_resource_exhausted(lang: Lang) {
+    let Some(host) = poly_host(
         test_config(),
+        lang,
         vec![
             (
                 ChildSpec::new("Slow", "slow.wasm").mailbox(2, MailboxStrategy::Error),
@@ -21,16 +30,24 @@ async fn full_mailbox_reaches_rust_guest_as_resource_exhausted() {
             (ChildSpec::new("Flood", "flood.wasm"), "flood"),
         ],
     )
-    .await;
+    .await
+    else {
+        return;
+    };
+    // Activate the flooder first so its instantiation does not eat into the long turn.
+    host.ask("Flood/1", "ok", "", T_LANG).await.ok();
     // Occupy the slow actor with a long turn, then flood its two-slot mailbox from a guest.
-    host.tell("Slow/1", "sleep", "1500").await.unwrap();
-    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
+    host.tell("Slow/1", "sleep", "3000").await.unwrap();
+    wait_until(T_LANG, "the long turn to start", || {
+        host.inflight_turns() == 1
+    })
+    .await;
     let r = host
         .ask(
             "Flood/1",
             "flood",
             json!({"to": "Slow/1", "msg_type": "sleep", "count": 10}).to_string(),
-            T,
+            T_LANG,
         )
         .await
         .unwrap();

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
-use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config, wait_until};
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
+use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -16,7 +16,6 @@ per_language!(
     plain_error_is_internal_with_its_message_and_the_state_survives,
     outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host,
     trap_restarts_the_instance_and_the_next_message_succeeds,
-    full_mailbox_reaches_guest_as_resource_exhausted,
     ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found,
     overloaded_callee_reaches_guest_as_overloaded_with_its_details,
     infinite_loop_is_interrupted_and_restarted,
@@ -137,50 +136,6 @@ async fn plain_error_is_internal_with_its_message_and_the_state_survives(lang: L
         json!(["before", "after"]),
         "still the same instance: {r}"
     );
-}
-
-async fn full_mailbox_reaches_guest_as_resource_exhausted(lang: Lang) {
-    let Some(host) = poly_host(
-        test_config(),
-        lang,
-        vec![
-            (
-                ChildSpec::new("Slow", "slow.wasm").mailbox(2, MailboxStrategy::Error),
-                "slow",
-            ),
-            (ChildSpec::new("Flood", "flood.wasm"), "flood"),
-        ],
-    )
-    .await
-    else {
-        return;
-    };
-    // Activate the flooder first so its instantiation does not eat into the long turn.
-    host.ask("Flood/1", "ok", "", T).await.ok();
-    // Occupy the slow actor with a long turn, then flood its two-slot mailbox from a guest.
-    host.tell("Slow/1", "sleep", "3000").await.unwrap();
-    wait_until(T, "the long turn to start", || host.inflight_turns() == 1).await;
-    let r = host
-        .ask(
-            "Flood/1",
-            "flood",
-            json!({"to": "Slow/1", "msg_type": "sleep", "count": 10}).to_string(),
-            T,
-        )
-        .await
-        .unwrap();
-    let r = json(&r);
-    assert!(r["queued"].as_u64().unwrap() <= 3, "{r}");
-    assert!(r["refused"].as_u64().unwrap() >= 7, "{r}");
-    assert_eq!(r["first_error_type"], "ResourceExhausted", "{r}");
-    let msg = r["first_error"].as_str().unwrap();
-    let hint: u64 = msg
-        .strip_prefix("RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=")
-        .and_then(|s| s.strip_suffix(')'))
-        .unwrap_or_else(|| panic!("not the canonical message: {msg:?}"))
-        .parse()
-        .expect("numeric hint");
-    assert!(hint >= 1, "{msg}");
 }
 
 async fn ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found(lang: Lang) {

@@ -261,7 +261,7 @@ func TestFirmwareRolloutAndPoisonUseCallMode(t *testing.T) {
 
 func TestDispatchErrorsReachTheCaller(t *testing.T) {
 	f := newFake(t)
-	f.FailWith = sluice.Unavailable("UNAVAILABLE: the outbox is not enabled on this host")
+	f.FailNext(sluice.Unavailable("UNAVAILABLE: the outbox is not enabled on this host"))
 	_, err := NewJobQueueLeader().Handle(context.Background(), &sluice.Envelope{MsgType: "send_heartbeat", Payload: []byte(`{"workers":1}`)})
 	var e *sluice.Error
 	if !errors.As(err, &e) || e.Code != sluice.CodeUnavailable {

@@ -20,7 +20,7 @@ func TestFullMailboxIsResourceExhaustedWithExactMessage(t *testing.T) {
 	f := sluicetest.New()
 	sluice.SetBackend(f)
 	msg := "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=12)"
-	f.FailWith = &sluice.Error{Code: sluice.CodeResourceExhausted, Message: msg, RetryAfterMs: u64(12)}
+	f.FailNext(&sluice.Error{Code: sluice.CodeResourceExhausted, Message: msg, RetryAfterMs: u64(12)})
 	_, err := host.Tell(bg, "Worker/1", "job", "x")
 	if !errors.Is(err, sluice.ErrResourceExhausted) {
 		t.Fatalf("errors.Is ResourceExhausted: got %v", err)
@@ -44,7 +44,7 @@ func TestAskWithoutADeadlineSendsTheDefaultTimeout(t *testing.T) {
 	if c := f.Calls[0]; c.Op != "ask" || string(c.Payload) != `{"n":1}` || c.TimeoutMs != sluice.DefaultAskTimeoutMs {
 		t.Fatalf("ask call: %+v", c)
 	}
-	f.FailWith = &sluice.Error{Code: sluice.CodeDeadlineExceeded, Message: "d", Skipped: true}
+	f.FailNext(&sluice.Error{Code: sluice.CodeDeadlineExceeded, Message: "d", Skipped: true})
 	_, err = host.Ask(bg, "Slow/1", "x", nil)
 	var e *sluice.Error
 	if !errors.Is(err, sluice.ErrDeadlineExceeded) || !errors.As(err, &e) || !e.Skipped {
@@ -115,7 +115,7 @@ func TestADoneContextIsDeadlineExceededAndNothingIsSent(t *testing.T) {
 func TestOverloadedKeepsScopeDepthLimit(t *testing.T) {
 	f := sluicetest.New()
 	sluice.SetBackend(f)
-	f.FailWith = &sluice.Error{Code: sluice.CodeOverloaded, Message: "o", Scope: "host", Depth: 9, Limit: 8}
+	f.FailNext(&sluice.Error{Code: sluice.CodeOverloaded, Message: "o", Scope: "host", Depth: 9, Limit: 8})
 	err := host.Bus().Publish(bg, "a.b", "x")
 	var e *sluice.Error
 	if !errors.Is(err, sluice.ErrOverloaded) || !errors.As(err, &e) || e.Scope != "host" || e.Depth != 9 || e.Limit != 8 {

@@ -3,9 +3,12 @@
 //
 //	fake := sluicetest.New()
 //	sluice.SetBackend(fake)
-//	fake.AskReply = []byte(`{"done":true}`)
+//	fake.AskReply = []byte(`{"done":true}`) // or AskReplyFunc, computed from each ask
 //	out, err := fake.Handle(&myActor{}, &sluice.Envelope{MsgType: "forward", Payload: []byte(`{"job":1}`)})
 //	// fake.Calls[0]: Op "ask", To "Worker/1", TimeoutMs as the actor's context gave it
+//
+// Failures are scripted in a queue, as in the other SDKs' fakes: FailNext(errs...) fails the
+// next fallible calls of any kind, FailOn(op, to, errs...) only the calls it names.
 //
 // Its defaults are those of the Python, TypeScript and Rust fakes: SelfID "MyActor/1", NowMs
 // 1000 (standing still unless TickMs moves it on every reading), Ask answers "{}", Tell is
@@ -78,7 +81,7 @@ type TurnError struct {
 // Error is the turn's error message, so a TurnError prints as what went wrong.
 func (e TurnError) Error() string { return e.To + " " + e.MsgType + ": " + e.Err.Error() }
 
-// failure is an error scripted by FailOn and the calls it may fail ("": any).
+// failure is an error scripted by FailNext or FailOn and the calls it may fail ("": any).
 type failure struct {
 	err    *sluice.Error
 	op, to string
@@ -98,21 +101,24 @@ type frame struct {
 }
 
 // Fake records calls (Calls, Logs) and answers them from its fields, which a test may change
-// at any time. FailWith makes the next fallible call fail with that error (it is recorded
-// all the same); FailOn fails only the calls it names. A call refused before sending (a done
-// context, an invalid mode) never reaches the fake, so it records nothing.
+// at any time. FailNext makes the next fallible calls fail (each is recorded all the same);
+// FailOn fails only the calls it names. A call refused before sending (a done context, an
+// invalid mode) never reaches the fake, so it records nothing.
 type Fake struct {
-	Calls    []Call
-	Logs     []string // "level: message" per Log
-	FailWith *sluice.Error
-	Self     string // SelfID outside the turn of a routed actor
-	Now      uint64 // NowMs
+	Calls []Call
+	Logs  []string // "level: message" per Log
+	Self  string   // SelfID outside the turn of a routed actor
+	Now   uint64   // NowMs
 	// TickMs is how far every NowMs reading moves Now on (after the reading), so a busy-wait
 	// on the clock ends; 0 keeps the clock still.
 	TickMs   uint64
-	AskReply []byte              // what Ask answers for an id not routed
-	Receipt  sluice.Receipt      // what Tell returns
-	Path     sluice.DeliveryPath // where TellReliable says the message went
+	AskReply []byte // what Ask answers for an id not routed, while AskReplyFunc is nil
+	// AskReplyFunc, when set, answers each ask to an id not routed from its request, in place
+	// of AskReply. An error it returns reaches the asker as the host would give it: a
+	// *sluice.Error as it is, any other error as INTERNAL with its message.
+	AskReplyFunc func(to, msgType string, payload []byte) ([]byte, error)
+	Receipt      sluice.Receipt      // what Tell returns
+	Path         sluice.DeliveryPath // where TellReliable says the message went
 	// Result is what Dispatch returns; nil: DispatchResultFunc's answer, or when that is nil
 	// too, every target accepted and none rejected.
 	Result *sluice.DispatchResult
@@ -134,16 +140,22 @@ func New() *Fake {
 	}
 }
 
+// FailNext makes the next fallible calls, of any kind and to any target, fail with errs, one
+// call each, in order. A failed call is recorded all the same. Errors scripted by FailNext
+// and FailOn queue up together: each call takes the first one scripted that matches it.
+func (f *Fake) FailNext(errs ...*sluice.Error) {
+	for _, e := range errs {
+		f.failures = append(f.failures, failure{err: e})
+	}
+}
+
 // FailOn makes the next calls that are op ("tell", "ask", ...; "" for any) and go to to (""
 // for any) fail with errs, one call each, in order; other calls go through. to is the topic
 // of a "publish" and any of the targets of a "dispatch". A failed call is recorded all the
-// same. FailWith, when set, goes first; then the FailOn errors in the order they were
-// scripted. FailOn panics when op and to are both "" (FailWith fails any call) or op is not
-// one of the six.
+// same. FailOn("", "", errs...) names every call: it is FailNext(errs...). A typo in op
+// would leave the errors waiting for calls that never come, so FailOn panics on an op that
+// is not one of the six, naming them.
 func (f *Fake) FailOn(op, to string, errs ...*sluice.Error) {
-	if op == "" && to == "" {
-		panic("sluicetest: FailOn needs op or to (FailWith fails any call)")
-	}
 	if op != "" && !slices.Contains(ops, op) {
 		panic(fmt.Sprintf("sluicetest: FailOn: unknown op %q (want one of %v)", op, ops))
 	}
@@ -153,7 +165,7 @@ func (f *Fake) FailOn(op, to string, errs ...*sluice.Error) {
 }
 
 // Route makes calls to id reach a in this process: an ask runs its turn at once and answers
-// with its reply or its error (AskReply is not used); a tell, a tell_reliable and each
+// with its reply or its error (AskReply and AskReplyFunc are not used); a tell, a tell_reliable and each
 // routed target of a dispatch wait in Queued until RunQueued. While its turn runs,
 // host.SelfID() is id and the calls it makes are recorded with By id; so it is when the test
 // hands a to Handle. An ask to an actor that is in a turn already (a cycle) fails
@@ -269,10 +281,6 @@ func (f *Fake) sender() string {
 func (f *Fake) record(c Call) error {
 	c.By = f.currentID()
 	f.Calls = append(f.Calls, c)
-	if e := f.FailWith; e != nil {
-		f.FailWith = nil
-		return e
-	}
 	for i, fl := range f.failures {
 		if fl.matches(c) {
 			f.failures = slices.Delete(f.failures, i, i+1)
@@ -319,7 +327,14 @@ func (f *Fake) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte
 	}
 	a, ok := f.routed(to)
 	if !ok {
-		return f.AskReply, nil
+		if f.AskReplyFunc == nil {
+			return f.AskReply, nil
+		}
+		out, err := f.AskReplyFunc(to, msgType, payload)
+		if err != nil {
+			return nil, sluice.AsError(err)
+		}
+		return out, nil
 	}
 	for _, t := range f.turns {
 		if t.routedAs == to || sameActor(t.actor, a) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,12 +61,67 @@ func TestDefaultsMatchTheOtherSDKsFakes(t *testing.T) {
 	if err != nil || *res != (sluice.DispatchResult{Accepted: 3}) {
 		t.Fatalf("dispatch accepts every target: %+v %v", res, err)
 	}
-	fake.FailWith = sluice.NotFound("NOT_FOUND: no actor W/9")
-	if _, err := host.Tell(ctx, "W/9", "t", nil); !errors.Is(err, sluice.ErrNotFound) || len(fake.Calls) != 4 {
-		t.Fatalf("a scripted failure is recorded and returned: %v %d", err, len(fake.Calls))
+}
+
+func TestFailNextFailsTheNextCallsOfAnyKindInOrder(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	ctx := context.Background()
+	missing := sluice.NotFound("NOT_FOUND: no actor W/9")
+	full := sluice.ResourceExhausted("RESOURCE_EXHAUSTED: full", 3)
+	fake.FailNext(missing, full)
+	fake.FailNext(sluice.Unavailable("UNAVAILABLE: down"))
+	if _, err := host.Tell(ctx, "W/9", "t", nil); err != missing {
+		t.Fatalf("the first error fails the first call: %v", err)
+	}
+	if _, err := host.Ask(ctx, "W/1", "q", nil); err != full {
+		t.Fatalf("the second, the next call of another kind: %v", err)
+	}
+	if err := host.Bus().Publish(ctx, "a.b", nil); !errors.Is(err, sluice.ErrUnavailable) {
+		t.Fatalf("a later FailNext queues behind: %v", err)
 	}
 	if _, err := host.Tell(ctx, "W/9", "t", nil); err != nil {
-		t.Fatalf("FailWith fails one call: %v", err)
+		t.Fatalf("each error fails one call: %v", err)
+	}
+	if len(fake.Calls) != 4 {
+		t.Fatalf("a failed call is recorded too: %d calls", len(fake.Calls))
+	}
+}
+
+func TestAskReplyFuncAnswersFromTheRequest(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	ctx := context.Background()
+	fake.AskReplyFunc = func(to, msgType string, payload []byte) ([]byte, error) {
+		switch to {
+		case "Gone/1":
+			return nil, sluice.NotFound("NOT_FOUND: no actor Gone/1")
+		case "Broken/1":
+			return nil, errors.New("boom")
+		}
+		return []byte(to + " " + msgType + " " + string(payload)), nil
+	}
+	if out, err := host.Ask(ctx, "W/1", "double", map[string]int{"n": 2}); err != nil || string(out) != `W/1 double {"n":2}` {
+		t.Fatalf("the reply is computed from the ask: %q %v", out, err)
+	}
+	if _, err := host.Ask(ctx, "Gone/1", "q", nil); !errors.Is(err, sluice.ErrNotFound) || err.Error() != "NOT_FOUND: no actor Gone/1" {
+		t.Fatalf("a *sluice.Error reaches the asker as it is: %v", err)
+	}
+	var e *sluice.Error
+	if _, err := host.Ask(ctx, "Broken/1", "q", nil); !errors.As(err, &e) || e.Code != sluice.CodeInternal || e.Message != "INTERNAL: boom" {
+		t.Fatalf("a plain error reaches the asker as INTERNAL: %#v", err)
+	}
+	worker := &routedWorker{}
+	fake.Route("Worker/1", worker)
+	if out, err := host.Ask(ctx, "Worker/1", "work", "{}"); err != nil || !strings.Contains(string(out), `"me":"Worker/1"`) {
+		t.Fatalf("a routed id is answered by its actor, not AskReplyFunc: %q %v", out, err)
+	}
+	fake.AskReplyFunc = nil
+	if out, err := host.Ask(ctx, "W/1", "q", nil); err != nil || string(out) != "{}" {
+		t.Fatalf("without AskReplyFunc, AskReply: %q %v", out, err)
+	}
+	if len(fake.Calls) != 5 || fake.Calls[1].To != "Gone/1" {
+		t.Fatalf("every ask is recorded: %+v", fake.Calls)
 	}
 }
 
@@ -78,16 +134,14 @@ func TestFailOnFailsOnlyTheCallsItNamesInScriptOrder(t *testing.T) {
 	fake.FailOn("tell", "C/1", full, full)
 	fake.FailOn("ask", "", late)
 	fake.FailOn("", "W/2", full) // a dispatch naming W/2 among its targets
-	for _, bad := range [][2]string{{"", ""}, {"Tell", ""}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Fatalf("FailOn(%q, %q) must panic", bad[0], bad[1])
-				}
-			}()
-			fake.FailOn(bad[0], bad[1], full)
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `unknown op "Tell"`) {
+				t.Fatalf("FailOn with an op that is not one of the six panics naming it: %v", r)
+			}
 		}()
-	}
+		fake.FailOn("Tell", "", full)
+	}()
 	if r, err := host.Tell(ctx, "C/2", "x", nil); r != sluice.Queued || err != nil {
 		t.Fatalf("another target goes through: %v %v", r, err)
 	}
@@ -118,14 +172,21 @@ func TestFailOnFailsOnlyTheCallsItNamesInScriptOrder(t *testing.T) {
 	if len(fake.Calls) != 8 {
 		t.Fatalf("a failed call is recorded too: %d calls", len(fake.Calls))
 	}
-	// FailWith goes first, then what FailOn scripted.
+	// FailNext and FailOn queue together in script order; FailOn("", "") is FailNext.
 	fake.FailOn("publish", "", full)
-	fake.FailWith = sluice.NotFound("NOT_FOUND: x")
-	if err := host.Bus().Publish(ctx, "a.b", nil); !errors.Is(err, sluice.ErrNotFound) {
-		t.Fatalf("FailWith first: %v", err)
-	}
+	fake.FailNext(sluice.NotFound("NOT_FOUND: x"))
+	fake.FailOn("", "", late)
 	if err := host.Bus().Publish(ctx, "a.b", nil); err != full {
-		t.Fatalf("then FailOn: %v", err)
+		t.Fatalf("FailOn, scripted first, first: %v", err)
+	}
+	if err := host.Bus().Publish(ctx, "a.b", nil); !errors.Is(err, sluice.ErrNotFound) {
+		t.Fatalf("then FailNext: %v", err)
+	}
+	if _, err := host.Tell(ctx, "Any/1", "x", nil); err != late {
+		t.Fatalf("then FailOn(\"\", \"\"), which fails any call: %v", err)
+	}
+	if err := host.Bus().Publish(ctx, "a.b", nil); err != nil {
+		t.Fatalf("nothing left: %v", err)
 	}
 }
 

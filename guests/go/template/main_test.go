@@ -27,7 +27,7 @@ func TestPingCountsAndUnknownTypesAreInvalidArgument(t *testing.T) {
 }
 
 // fake.Handle runs a turn as the host does (the envelope's deadline in the handler's ctx);
-// fake.FailWith fails the next host call.
+// fake.FailNext fails the next host calls, one error each.
 func TestForwardAsksTheWorkerAndReportsAFullMailbox(t *testing.T) {
 	fake := sluicetest.New()
 	fake.AskReply = []byte(`{"done":true}`)
@@ -49,7 +49,7 @@ func TestForwardAsksTheWorkerAndReportsAFullMailbox(t *testing.T) {
 		t.Fatalf("ask under a 300 ms turn: %d ms", got)
 	}
 	retry := uint64(7)
-	fake.FailWith = &sluice.Error{Code: sluice.CodeResourceExhausted, Message: "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", RetryAfterMs: &retry}
+	fake.FailNext(&sluice.Error{Code: sluice.CodeResourceExhausted, Message: "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=7)", RetryAfterMs: &retry})
 	out, err = fake.Handle(a, &sluice.Envelope{MsgType: "forward", Payload: []byte(`{}`)})
 	if err != nil || string(out) != `{"busy":true,"retry_after_ms":7}` {
 		t.Fatalf("forward to a full mailbox: %q, %v", out, err)

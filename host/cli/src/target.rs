@@ -86,8 +86,8 @@ pub fn resolve(api: Api, flag: Option<&str>) -> anyhow::Result<Target> {
     resolve_in(api, flag, &process_env)
 }
 
-/// As [`resolve`], reading variables through `env`.
-fn resolve_in(
+/// As [`resolve`], reading variables through `env` (a test's, in place of the process's).
+pub fn resolve_in(
     api: Api,
     flag: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,

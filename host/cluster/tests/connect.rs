@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{nats, wait_until};
+use common::{nats, wait_until_async};
 use sluice_cluster::testing::NatsServer;
 use sluice_cluster::{ClusterConfig, ConnectError, ConnectionEvent, ConnectionState, connect};
 
@@ -123,7 +123,7 @@ async fn state_and_events_follow_the_server_going_away_and_coming_back() {
     let state = conn.state();
 
     server.kill();
-    wait_until(Duration::from_secs(10), "disconnected state", || {
+    wait_until_async(Duration::from_secs(10), "disconnected state", || {
         let s = *state.borrow();
         async move { s == ConnectionState::Disconnected }
     })
@@ -138,7 +138,7 @@ async fn state_and_events_follow_the_server_going_away_and_coming_back() {
     }
 
     server.restart().await.unwrap();
-    wait_until(Duration::from_secs(20), "reconnected state", || {
+    wait_until_async(Duration::from_secs(20), "reconnected state", || {
         let s = *state.borrow();
         async move { s == ConnectionState::Connected }
     })

@@ -8,7 +8,7 @@ use common::proxy::Proxy;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{host, nats, wait_until};
+use common::{host, nats};
 use sluice_cluster::membership::{
     LeaseStatus, MemberChange, Membership, MembershipError, MembershipTimings, TypeVersion,
 };
@@ -395,14 +395,4 @@ async fn a_foreign_entry_in_the_members_bucket_is_ignored_and_counted() {
     let _mb = join(&b, &[]).await;
     members_seen(&ma, &["a", "b"]).await;
     assert!(ma.view().get("intruder").is_none() && ma.view().get("forged").is_none());
-}
-
-#[tokio::test]
-async fn wait_until_helper_bounds_its_wait() {
-    // The helper itself must fail on timeout (a test that cannot fail is a defect).
-    let r = tokio::spawn(wait_until(Duration::from_millis(20), "never", || async {
-        false
-    }))
-    .await;
-    assert!(r.is_err());
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{host, nats, wait_until};
+use common::{host, nats, wait_until_async};
 use sluice_cluster::directory::{ClaimOutcome, Directory};
 use sluice_cluster::membership::{LeaseStatus, Membership, MembershipTimings};
 use sluice_cluster::transport::{
@@ -66,7 +66,7 @@ async fn every_part_recovers_from_a_short_nats_restart() {
     server.restart().await.unwrap();
 
     // The transport serves again once both ends have reconnected and resubscribed.
-    wait_until(
+    wait_until_async(
         Duration::from_secs(20),
         "a remote ask after the restart",
         || {

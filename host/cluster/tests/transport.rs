@@ -437,7 +437,7 @@ async fn asks_past_the_in_flight_bound_are_refused_overloaded_at_once() {
     let (c1, c2) = (client.clone(), client.clone());
     let h1 = tokio::spawn(async move { c1.ask("callee", hang(2_000)).await });
     let h2 = tokio::spawn(async move { c2.ask("callee", hang(2_000)).await });
-    common::wait_until(Duration::from_secs(5), "two asks in flight", || {
+    common::wait_until_async(Duration::from_secs(5), "two asks in flight", || {
         let n = p.handler.seen.lock().len();
         async move { n == 2 }
     })

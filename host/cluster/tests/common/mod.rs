@@ -1,11 +1,8 @@
 //! Shared test support: a real nats-server per test (sluice_cluster::testing), connections as
-//! distinct hosts, and a bounded wait on a condition.
+//! distinct hosts, and the suites' bounded wait (`sluice-test-wait`).
 #![allow(dead_code)]
 
 pub mod proxy;
-
-use std::future::Future;
-use std::time::{Duration, Instant};
 
 use sluice_cluster::testing::NatsServer;
 use sluice_cluster::{ClusterConfig, Connection, connect};
@@ -34,18 +31,4 @@ pub async fn host(url: &str, cluster: &str, node: &str, ttl_ms: u64) -> Connecti
         .unwrap_or_else(|e| panic!("connect {node}: {e}"))
 }
 
-/// Polls `cond` every 5 ms until it holds; panics with `what` after `bound`.
-pub async fn wait_until<F, Fut>(bound: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(
-            start.elapsed() < bound,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+pub use sluice_test_wait::wait_until_async;

@@ -333,7 +333,11 @@ impl Delivery for TestReceiver {
     }
 }
 
-/// Poll an async condition (DB state) until it holds, bounded by `timeout`.
+/// Poll an async condition (DB state) until it holds, bounded by `timeout` of tokio time.
+///
+/// Not the suites' shared `sluice_test_wait` (bounded by wall-clock time): these tests run on
+/// paused time, where the outbox's backoffs, leases and delays pass in virtual time, so the
+/// bound is virtual time too: `tokio::time::Instant` and the 10 ms sleeps advance together.
 pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut cond: F)
 where
     F: FnMut() -> Fut,
