@@ -27,6 +27,15 @@ eval "$(bash scripts/nats.sh install)"
 echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# An embedder that takes one outbox backend builds, and links no driver of the other.
+for backend in sqlite postgres; do
+  cargo check --quiet -p sluice-runtime --no-default-features --features "$backend"
+  other=$([ "$backend" = sqlite ] && echo postgres || echo sqlite)
+  if cargo tree -p sluice-runtime --no-default-features --features "$backend" -e features | grep -qi "sqlx-$other\|sqlx/$other"; then
+    echo "sluice-runtime with only $backend still pulls in sqlx's $other" >&2
+    exit 1
+  fi
+done
 # The guests: go vet/gofmt, ruff/mypy, tsc, rustfmt/clippy (wasm32), and each SDK README's
 # actor example compiled as written (~10 s warm, ~1.5 min with a cold guests/rust/target).
 bash scripts/lint-guests.sh

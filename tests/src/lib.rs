@@ -651,3 +651,41 @@ pub mod otlp {
         (url, received)
     }
 }
+
+/// Debian's `promtool` (the `prometheus` package; `scripts/console-deps.sh` installs it). A
+/// missing one fails the test that runs it, never skips it.
+pub const PROMTOOL: &str = "/usr/bin/promtool";
+
+/// Runs `promtool check metrics` on a `/metrics` exposition: `Ok` when it exits 0 and says
+/// nothing (no lint complaint at all), else its exit status and everything it said.
+pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    assert!(
+        Path::new(PROMTOOL).exists(),
+        "promtool (Debian's prometheus package) is missing at {PROMTOOL}: run `bash scripts/console-deps.sh` (scripts/test.sh does)"
+    );
+    let mut child = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running promtool");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("writing the metrics to promtool");
+    let out = child.wait_with_output().expect("waiting for promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!("exit {:?}: {said}", out.status.code()))
+    }
+}

@@ -1,12 +1,12 @@
 //! The benchmarks' baseline: a component called straight through wasmtime, on an engine built
-//! exactly as a host builds its own (`sluice_runtime::engine`), with the same imports linked
+//! exactly as a host builds its own (`sluice_runtime::bench_baseline`, hidden from the runtime's docs), with the same imports linked
 //! (WASI and `sluice:actor`, here as stubs) but none of the host's mailboxes, scheduling or
 //! supervision in between. Not part of the runtime: a baseline is the tests' business.
 
 use std::time::{Duration, Instant};
 
 use sluice_runtime::HostConfig;
-use sluice_runtime::engine::{ComponentCache, build_engine};
+use sluice_runtime::bench_baseline::{ComponentCache, build_engine};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};

@@ -2,10 +2,13 @@
 //! says which host and app it reached, refuses a host of another app unless forced, and
 //! keeps the version of a byte-identical redeploy; `run` says when it is ready, shows each
 //! module's compile, and names the flag of a taken port; a client started right after `run`
-//! waits for the host instead of failing.
+//! waits for the host instead of failing; a deploy that cannot fit is refused, by the CLI and by
+//! the admin API, saying why, while the running version keeps serving.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+use base64::Engine as _;
 
 use serde_json::Value;
 use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_until};
@@ -297,4 +300,126 @@ fn a_taken_port_is_named_with_the_flag_that_moves_it() {
         assert!(!stderr.contains("compiling"), "{stderr}");
     }
     drop(taken);
+}
+
+/// The `shop` app of the range tests: six supervised Echo instances under a host cap of ten,
+/// and `more` added to the supervisor.
+fn capped(more: &str) -> String {
+    format!(
+        "name = \"shop\"\n[host]\nmax_activations = 10\n\n[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\ncount = 6\n{more}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_that_cannot_fit_is_refused_by_the_cli_and_the_admin_api_saying_why_and_the_running_version_keeps_serving()
+ {
+    let app = rust_app(&["echo"], &capped(""));
+    let bin = sluice_binary("sluice-cli-deploy");
+    let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
+    let http = reqwest::Client::new();
+    let ask = |body: &'static str| {
+        let http = http.clone();
+        let url = format!("{}/actors/Echo/0/ask/echo", run.ingress);
+        async move {
+            let r = http.post(url).body(body).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(ask("before").await, (200, "before".to_string()));
+    let before = status(&bin, Some(&run.admin), &[]);
+    assert_eq!(echo_version(&before), 1, "{before}");
+
+    // `sluice deploy` of a folder whose Echo asks for no memory: refused, naming the field,
+    // its range and the value.
+    let zero = rust_app(
+        &["echo"],
+        &capped("").replace("count = 6\n", "count = 6\nmemory_limit_mb = 0\n"),
+    );
+    let out = sluice(
+        &bin,
+        &[
+            "deploy",
+            zero.path().to_str().unwrap(),
+            "--host",
+            &run.admin,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("echo.memory_limit_mb must be in 1..=512, got 0"),
+        "{stderr}"
+    );
+
+    // `sluice deploy` of a folder adding a type whose five eager instances do not fit beside
+    // Echo's six under the running host's cap: the host refuses it and the CLI says why.
+    let crowded = rust_app(
+        &["echo"],
+        &capped(
+            "\n[[supervisor.children]]\nname = \"other\"\nactor_type = \"Other\"\nmodule = \"echo.wasm\"\ncount = 5\n",
+        ),
+    );
+    let out = sluice(
+        &bin,
+        &[
+            "deploy",
+            crowded.path().to_str().unwrap(),
+            "--host",
+            &run.admin,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "other: 5 supervised instances (count/keys) do not fit host.max_activations=10: \
+             other types' supervised instances already hold 6"
+        ),
+        "{stderr}"
+    );
+
+    // The admin API itself checks what a client did not: each refused with its reason.
+    let module = base64::engine::general_purpose::STANDARD
+        .encode(std::fs::read(app.path().join("echo.wasm")).unwrap());
+    for (child, why) in [
+        (
+            serde_json::json!({"name": "echo", "actor_type": "Echo", "module": "echo.wasm",
+                "count": 6, "memory_limit_mb": 0}),
+            "echo.memory_limit_mb must be in 1..=512, got 0",
+        ),
+        (
+            serde_json::json!({"name": "echo", "actor_type": "Echo", "module": "echo.wasm",
+                "count": 20000}),
+            "echo.count must be in 0..=8000, got 20000",
+        ),
+        (
+            serde_json::json!({"name": "echo", "actor_type": "Echo", "module": "echo.wasm",
+                "count": 11}),
+            "echo: 11 supervised instances (count/keys) do not fit host.max_activations=10",
+        ),
+    ] {
+        let r = http
+            .post(format!("{}/admin/deploy", run.admin))
+            .json(&serde_json::json!({"child": child, "module_base64": module}))
+            .send()
+            .await
+            .unwrap();
+        let code = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(code, 422, "{body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("invalid configuration: {why}")),
+            "{body}"
+        );
+    }
+
+    // Nothing changed: Echo answers, at the same version, and Other was never deployed.
+    assert_eq!(ask("after").await, (200, "after".to_string()));
+    let after = status(&bin, Some(&run.admin), &[]);
+    assert_eq!(echo_version(&after), 1, "{after}");
+    let types = after["actor_types"].as_array().unwrap();
+    assert!(types.iter().all(|t| t["actor_type"] != "Other"), "{after}");
 }

@@ -1123,3 +1123,98 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
     }
     c.hosts.push(h4);
 }
+
+/// `h`'s `/metrics` exposition.
+async fn metrics_text(h: &SluiceRun) -> String {
+    reqwest::get(format!("{}/metrics", h.ingress))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_members_metrics_pass_promtool_check_metrics_after_cross_host_traffic() {
+    let Some(c) = three_hosts("sluice_cluster_promtool").await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let (h1, h2) = (&c.hosts[0], &c.hosts[1]);
+    // Through h1's ingress to actors h2 owns: asks, a tell, and remote tells that fail.
+    let echo = key_on("Echo", "h2");
+    for i in 0..5 {
+        let (status, body) = post(
+            &client,
+            &h1.ingress,
+            &format!("{echo}/ask/echo"),
+            &format!("{i}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{echo} via h1: {body}");
+    }
+    let (status, body) = post(
+        &client,
+        &h1.ingress,
+        &format!("{echo}/tell/record"),
+        "t",
+        None,
+    )
+    .await;
+    assert_eq!(status, 202, "tell {echo} via h1: {body}");
+    // While one 500 ms turn runs, the capacity-2 mailbox refuses the third tell queued behind.
+    let slow = key_on("Slow", "h2");
+    let start = Instant::now();
+    loop {
+        let (status, body) = post(
+            &client,
+            &h1.ingress,
+            &format!("{slow}/tell/sleep"),
+            "500",
+            None,
+        )
+        .await;
+        match status {
+            202 => {}
+            429 => break,
+            other => panic!("tell {slow} via h1: {other} {body}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never refused");
+    }
+
+    // The caller's and the owner's side each carry cluster families, every one with HELP, and
+    // promtool has nothing to say about either.
+    for (h, family) in [
+        (h1, "sluice_cluster_remote_calls_sent_total"),
+        (h1, "sluice_cluster_remote_call_seconds"),
+        (h1, "sluice_cluster_remote_calls_failed_total"),
+        (h2, "sluice_cluster_remote_calls_received_total"),
+    ] {
+        let text = metrics_text(h).await;
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "{} serves no {family}:\n{text}",
+            h.admin
+        );
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE sluice_cluster_"))
+            .collect();
+        for f in &families {
+            let name = f.split(' ').next().unwrap();
+            assert!(
+                text.contains(&format!("# HELP sluice_cluster_{name} ")),
+                "no HELP for sluice_cluster_{name} on {}",
+                h.admin
+            );
+        }
+        assert_eq!(
+            sluice_tests::promtool_check_metrics(&text),
+            Ok(()),
+            "promtool check metrics on {} ({} cluster families)",
+            h.admin,
+            families.len()
+        );
+    }
+}

@@ -334,3 +334,33 @@ async fn traps_name_their_cause_and_frames_and_every_turn_is_counted_once_by_out
     assert_eq!(turns("Loop9", "interrupted"), 1.0);
     assert_eq!(turns("Loop9", "trapped"), 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wasm_stack_overflow_is_a_trap_named_call_stack_exhausted_with_the_recursing_frames() {
+    let host = host_with(
+        test_config(),
+        vec![(ChildSpec::new("Crash10", "crash.wasm"), "crash")],
+    )
+    .await;
+    // Bounded, the same recursion returns: the trap below is the depth, not the op.
+    let bounded = host.ask("Crash10/a", "deep", "1000", T).await;
+    assert!(bounded.is_ok(), "{bounded:?}");
+    // Unbounded, it runs off wasm's own call stack (the engine's stack limit, not Rust's
+    // stack in linear memory, which `recurse` overflows as an out-of-bounds access).
+    let e = host.ask("Crash10/a", "deep", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    let text = e.to_string();
+    let prefix = "INTERNAL: actor Crash10/a trapped during handle: call stack exhausted at ";
+    assert!(text.starts_with(prefix), "{text}");
+    assert!(text.ends_with("; instance restarted"), "{text}");
+    // The innermost frames are the recursing function's, quoted up to the cap and the rest
+    // counted.
+    let frames = &text[prefix.len()..text.len() - "; instance restarted".len()];
+    assert!(
+        frames.starts_with("crash::deep <- crash::deep <- "),
+        "{text}"
+    );
+    assert!(frames.contains(" more)"), "{text}");
+    // The instance was restarted and answers again.
+    assert_eq!(host.ask("Crash10/a", "ok", "", T).await.unwrap(), b"alive");
+}

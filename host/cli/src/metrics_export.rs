@@ -60,12 +60,14 @@ pub fn console_recorder() -> &'static ConsoleRecorder {
     &recorders().console
 }
 
-/// HELP text of every metric family: the runtime's, the outbox's, the bus's and the two
-/// gauges the CLI sets itself.
+/// HELP text of every metric family: the runtime's, the outbox's, the bus's, the cluster's and
+/// the gauges the CLI sets itself.
 fn describe() {
     sluice_runtime::metrics_help::describe();
     sluice_runtime::outbox::metrics_help::describe();
     sluice_runtime::bus::metrics::describe();
+    // A `--cluster` member's families (recorded only in a cluster; HELP alone adds no family).
+    sluice_cluster::metrics::describe();
     metrics::describe_gauge!(
         "sluice_mailbox_depth",
         "Messages queued in the mailboxes of an actor_type, read at scrape time."

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 /// Connection events by kind. Labels: `event`.
 pub const CONNECTION_EVENTS: &str = "sluice_cluster_connection_events_total";
@@ -34,6 +34,64 @@ pub const PARTITIONS_OWNED: &str = "sluice_cluster_partitions_owned";
 pub const MODULE_OPS: &str = "sluice_cluster_module_operations_total";
 /// Bus events published to / received from NATS. Labels: `direction` (out, in).
 pub const BUS_EVENTS: &str = "sluice_cluster_bus_events_total";
+
+/// Registers the HELP text of every cluster metric with the installed recorder, so a
+/// member's `/metrics` documents itself (`promtool check metrics` wants a HELP line per
+/// family). The CLI calls it once at start, beside the runtime's and the outbox's.
+pub fn describe() {
+    describe_counter!(
+        CONNECTION_EVENTS,
+        "Events of this host's NATS connection, by event (connected, disconnected, lame_duck, slow_consumer, server_error, client_error, closed, ...)."
+    );
+    describe_counter!(
+        REMOTE_SENT,
+        "Tells and asks this host sent to an actor on another member, by kind (tell, ask) and receiving member."
+    );
+    describe_counter!(
+        REMOTE_RECEIVED,
+        "Tells and asks other members sent to actors on this host and handed to its runtime, by kind."
+    );
+    describe_counter!(
+        REMOTE_FAILED,
+        "Remote tells and asks that came back as an error, by kind, error code and receiving member."
+    );
+    describe_histogram!(
+        REMOTE_SECONDS,
+        "Time from sending a remote tell or ask to its reply, in seconds, by kind and receiving member."
+    );
+    describe_counter!(
+        DECODE_ERRORS,
+        "Frames and records refused by the decoder, by frame (request, reply, event, member, directory)."
+    );
+    describe_counter!(
+        DIRECTORY_OPS,
+        "Actor directory operations, by op (claim, release, takeover, lookup) and outcome."
+    );
+    describe_gauge!(
+        MEMBERS,
+        "Live members in this host's view of the cluster, itself included."
+    );
+    describe_counter!(
+        MEMBER_CHANGES,
+        "Membership changes this host saw, by change (joined, updated, left)."
+    );
+    describe_counter!(
+        HEARTBEATS,
+        "Heartbeats this host wrote, by outcome (ok, failed, fenced)."
+    );
+    describe_gauge!(
+        PARTITIONS_OWNED,
+        "Outbox relay partitions this host owns in the shared outbox."
+    );
+    describe_counter!(
+        MODULE_OPS,
+        "Module distribution operations, by op (put, get, announce, report) and outcome."
+    );
+    describe_counter!(
+        BUS_EVENTS,
+        "Bus events published to or received from NATS, by direction (out, in)."
+    );
+}
 
 pub(crate) fn connection_event(event: &'static str) {
     counter!(CONNECTION_EVENTS, "event" => event).increment(1);

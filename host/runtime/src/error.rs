@@ -115,9 +115,15 @@ pub struct ActorError {
 enum Detail {
     /// Rendered as `CODE: detail` plus the standard suffixes.
     Canonical(Cow<'static, str>),
+    /// A full `error`-strategy mailbox refused the message: rendered as `Canonical("mailbox
+    /// full")`, and told apart by its variant, never by its words.
+    MailboxFull,
     /// A message that is already complete (a guest's own, or one that crossed a wire).
     Verbatim(String),
 }
+
+/// The detail of [`ActorError::mailbox_full`].
+const MAILBOX_FULL: &str = "mailbox full";
 
 impl ActorError {
     /// An error whose message is `CODE: detail`.
@@ -146,8 +152,11 @@ impl ActorError {
     /// `RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=N)`.
     pub fn mailbox_full(retry_after_ms: u64) -> Self {
         Self {
+            code: ErrorCode::ResourceExhausted,
+            detail: Detail::MailboxFull,
             retry_after_ms: Some(retry_after_ms),
-            ..Self::new(ErrorCode::ResourceExhausted, "mailbox full")
+            skipped: false,
+            overload: None,
         }
     }
 
@@ -210,12 +219,20 @@ impl ActorError {
         matches!(self.detail, Detail::Verbatim(_))
     }
 
+    /// Whether a full mailbox refused the message ([`Self::mailbox_full`]), as opposed to
+    /// another limit or a handler's own `RESOURCE_EXHAUSTED`. Only an error raised on this
+    /// host knows it: one that crossed a wire is [verbatim](Self::is_verbatim).
+    pub fn is_mailbox_full(&self) -> bool {
+        matches!(self.detail, Detail::MailboxFull)
+    }
+
     /// What this host says went wrong, without the code or the hints: for a refusal by a
     /// limit, what is exhausted (`mailbox full`). `None` for a message that came whole from
     /// elsewhere (see [`Self::is_verbatim`]), which has no separate detail.
     pub fn detail(&self) -> Option<&str> {
         match &self.detail {
             Detail::Canonical(d) => Some(d),
+            Detail::MailboxFull => Some(MAILBOX_FULL),
             Detail::Verbatim(_) => None,
         }
     }
@@ -230,7 +247,8 @@ impl fmt::Display for ActorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.detail {
             Detail::Verbatim(m) => f.write_str(m),
-            Detail::Canonical(d) => {
+            Detail::Canonical(_) | Detail::MailboxFull => {
+                let d = self.detail().unwrap_or_default();
                 write!(f, "{}: {d}", self.code.canonical())?;
                 if let Some(o) = &self.overload {
                     let scope = match o.scope {

@@ -17,6 +17,12 @@
 //!   host's activations), [`Route`] (the seam a cluster stands in), `routing`;
 //! - glue to the other crates: `timers`, `events/` (the bus), `reliable` (the outbox);
 //! - `host/`: the wiring and the public [`Host`].
+//!
+//! # Features
+//! `sqlite` and `postgres`, both on by default, are the outbox's backends passed through to
+//! `sluice-outbox`: an embedder that uses one store takes
+//! `sluice-runtime = { default-features = false, features = ["sqlite"] }` and compiles no
+//! driver for the other.
 #![warn(missing_docs)]
 
 mod activations;
@@ -26,7 +32,7 @@ mod bindings;
 mod call;
 mod clock;
 pub mod config;
-pub mod engine;
+mod engine;
 pub mod error;
 mod events;
 mod guest;
@@ -56,3 +62,13 @@ pub use sluice_bus as bus;
 pub use sluice_flow::mailbox::MailboxStrategy;
 pub use sluice_outbox as outbox;
 pub use sluice_trace::TraceParent;
+
+/// Not part of the API: the engine and component cache exactly as a host builds them, for the
+/// benchmarks' raw-wasmtime baseline (`tests/src/raw.rs`) and nothing else; hidden from the
+/// docs and free to change without notice. (A hidden module rather than a feature: a feature
+/// only the tests enabled would compile the runtime twice, once for the tests and once for
+/// the `sluice` binary they run.)
+#[doc(hidden)]
+pub mod bench_baseline {
+    pub use crate::engine::{ComponentCache, build_engine};
+}

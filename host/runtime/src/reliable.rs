@@ -36,6 +36,7 @@ const RELAYED_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 fn classify(e: ActorError) -> DeliveryError {
     if let Some(retry_after_ms) = e.retry_after_ms.filter(|_| e.is_capacity()) {
         let exhausted = match e.detail() {
+            _ if e.is_mailbox_full() => Exhausted::Mailbox,
             Some(what) => Exhausted::Host(what.to_string()),
             None => Exhausted::Handler(e.to_string()),
         };
@@ -238,13 +239,31 @@ mod tests {
         assert_eq!(
             full,
             DeliveryError::Capacity {
-                exhausted: Exhausted::Host("mailbox full".into()),
+                exhausted: Exhausted::Mailbox,
                 retry_after_ms: 40
             }
         );
         assert_eq!(
             full.to_string(),
             "RESOURCE_EXHAUSTED: mailbox full (retry_after_ms=40)"
+        );
+        // Another host limit with the same code and a hint is not a mailbox: it keeps its
+        // words as the host's, even words that mention a mailbox.
+        let cap = ActorError::new(
+            ErrorCode::ResourceExhausted,
+            "actor type Slow at max_activations=4 with no idle actor to deactivate; mailbox full",
+        )
+        .with_retry_after(20);
+        assert!(!cap.is_mailbox_full());
+        assert_eq!(
+            classify(cap),
+            DeliveryError::Capacity {
+                exhausted: Exhausted::Host(
+                    "actor type Slow at max_activations=4 with no idle actor to deactivate; mailbox full"
+                        .into()
+                ),
+                retry_after_ms: 20
+            }
         );
         // A handler's own RESOURCE_EXHAUSTED with a hint is a capacity signal too, and keeps
         // its words.

@@ -437,7 +437,7 @@ impl Channel for PostgresChannel {
         enqueue::run(tx, rows, opts).await
     }
 
-    /// Scans the partition's pending rows in id order (pages of up to [`SCAN_PAGE`], one
+    /// Scans the partition's pending rows in id order (pages of up to `SCAN_PAGE`, one
     /// statement each, no row written) and claims in memory. It always starts at the
     /// partition's first pending row: entries of rows settled since the last vacuum are
     /// stepped over in the index, and the scan sees every receiver's earliest pending row.

@@ -50,7 +50,7 @@ pub struct HostConfig {
     /// Where compiled components are cached. Default: none (compile in memory every start).
     pub cache_dir: Option<PathBuf>,
     /// The event bus: bounds, IPC rate limits and subscriptions. Not part of `[host]`: an
-    /// app config sets it from its `[bus]` table ([`AppConfig::bus`]); code sets it here.
+    /// app config sets it from its `[bus]` table (`sluice_app::AppConfig::bus`); code sets it here.
     #[serde(skip)]
     pub bus: BusSettings,
 }

@@ -1,5 +1,6 @@
 //! The one wasmtime `Engine` of a host (built the same way for every host and for the
-//! benchmarks' raw baseline), its epoch ticker, and the on-disk component cache.
+//! benchmarks' raw baseline, which reaches it through the hidden `bench_baseline` module),
+//! its epoch ticker, and the on-disk component cache.
 
 mod cache;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::config::{HostConfig, MAX_MEMORY_LIMIT_MB};
+use crate::error::HostError;
 
 /// How often the epoch advances; the granularity of turn interruption and of yielding.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -23,8 +25,9 @@ const POOL_MAX_MEMORY: usize = (MAX_MEMORY_LIMIT_MB as usize) << 20;
 const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Builds the engine: pooling allocator sized for `max_activations`, copy-on-write memory
-/// images, epoch interruption.
-pub fn build_engine(cfg: &HostConfig) -> wasmtime::Result<Engine> {
+/// images, epoch interruption. Fails [`HostError::Engine`] when the pool's address space
+/// cannot be reserved.
+pub fn build_engine(cfg: &HostConfig) -> Result<Engine, HostError> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
@@ -54,7 +57,10 @@ pub fn build_engine(cfg: &HostConfig) -> wasmtime::Result<Engine> {
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(64 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config)
+    Engine::new(&config).map_err(|e| HostError::Engine {
+        max_activations: cfg.max_activations,
+        reason: format!("{e:#}"),
+    })
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own until dropped.

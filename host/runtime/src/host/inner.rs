@@ -45,10 +45,7 @@ impl HostInner {
     /// Starts the engine, its ticker and the linker, and the bus's subscriptions.
     pub(super) fn start(config: HostConfig) -> Result<Arc<Self>, HostError> {
         config.validate()?;
-        let engine = build_engine(&config).map_err(|e| HostError::Engine {
-            max_activations: config.max_activations,
-            reason: format!("{e:#}"),
-        })?;
+        let engine = build_engine(&config)?;
         let mut linker = Linker::new(&engine);
         let link = |e: wasmtime::Error| HostError::Link(format!("{e:#}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
