@@ -111,6 +111,10 @@ pub enum DeliveryError {
     /// dead-lettered at once.
     #[error("{0}")]
     Permanent(String),
+    /// No actor type of the receiver's name: dead-lettered at once, like
+    /// [`DeliveryError::Permanent`], and told apart so `dispatch` can say `not-found`.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 /// `RESOURCE_EXHAUSTED: <what> (retry_after_ms=N)`, or a handler's own words.
@@ -136,12 +140,13 @@ impl DeliveryError {
         }
     }
 
-    /// Short, bounded label for metrics (`capacity`, `transient`, `permanent`).
+    /// Short, bounded label for metrics (`capacity`, `transient`, `permanent`, `not_found`).
     pub fn kind(&self) -> &'static str {
         match self {
             DeliveryError::Capacity { .. } => "capacity",
             DeliveryError::Transient(_) => "transient",
             DeliveryError::Permanent(_) => "permanent",
+            DeliveryError::NotFound(_) => "not_found",
         }
     }
 }

@@ -47,7 +47,7 @@ pub use error::{Error, Result};
 pub use message::{
     Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewMessage, OutboxMessage, PartitionStats,
 };
-pub use outbox::{DispatchResult, Outbox};
+pub use outbox::{DispatchOutcome, DispatchResult, Outbox};
 pub use relay::RelayHandle;
 pub use sluice_flow::backoff::{RetryBudgetConfig, RetryPolicy};
 pub use sluice_flow::limiter::{ConcurrencyConfig, ConcurrencyStrategy};

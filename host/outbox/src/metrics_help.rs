@@ -72,6 +72,6 @@ pub fn describe() {
     );
     describe_counter!(
         "sluice_outbox_dispatch_targets_total",
-        "Targets of outbox.dispatch calls, by outcome (accepted: delivered at once or absorbed by its idempotency key; rejected: stored for the relay)."
+        "Targets of outbox.dispatch calls, by outcome: delivered (by the immediate attempt), deduplicated (absorbed by its idempotency key), queued_behind_pending / queued_delayed / queued_at_limit / queued_refused / queued_failed / queued_out_of_time (left for the relay, and why), not_found / expired / dead_lettered (dead-lettered at once)."
     );
 }

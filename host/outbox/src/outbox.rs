@@ -22,17 +22,110 @@ use crate::message::{
 };
 use crate::url::DatabaseUrl;
 
-/// Result of [`Outbox::dispatch`]: `accepted + rejected` equals the number of targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What [`Outbox::dispatch`] did with one target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DispatchOutcome {
+    /// Delivered by the immediate attempt; the row is acked.
+    Delivered,
+    /// Absorbed by its idempotency key (an APPEND duplicate, an OVERWRITE replacement or a
+    /// stale OVERWRITE): nothing more happens for this target.
+    Deduplicated,
+    /// Left for the relay: an earlier message to the same receiver is pending, and delivering
+    /// now would overtake it (FIFO per receiver).
+    QueuedBehindPending,
+    /// Left for the relay: not due yet (`delay_ms` > 0); the relay delivers it at its
+    /// `send_at`. The WIT `dispatch` never delays, so guests never see this.
+    QueuedDelayed,
+    /// Left for the relay: the relay's concurrency limit for the receiver's type had no free
+    /// permit.
+    QueuedAtLimit,
+    /// Left for the relay: the receiver refused for capacity (full mailbox, admission or
+    /// activation cap); retried after its hint.
+    QueuedRefused,
+    /// Left for the relay: the attempt failed in a way that may pass; retried with backoff.
+    QueuedFailed,
+    /// Left for the relay: the caller's deadline had passed, or passed during the attempt.
+    QueuedOutOfTime,
+    /// Dead-lettered at once: no actor type of that name ([`DeliveryError::NotFound`]).
+    NotFound,
+    /// Dead-lettered at once: its ttl had passed.
+    Expired,
+    /// Dead-lettered at once for another permanent failure (the DLQ entry says why).
+    DeadLettered,
+}
+
+impl DispatchOutcome {
+    /// Bounded label for the `outcome` of `sluice_outbox_dispatch_targets_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            DispatchOutcome::Delivered => "delivered",
+            DispatchOutcome::Deduplicated => "deduplicated",
+            DispatchOutcome::QueuedBehindPending => "queued_behind_pending",
+            DispatchOutcome::QueuedDelayed => "queued_delayed",
+            DispatchOutcome::QueuedAtLimit => "queued_at_limit",
+            DispatchOutcome::QueuedRefused => "queued_refused",
+            DispatchOutcome::QueuedFailed => "queued_failed",
+            DispatchOutcome::QueuedOutOfTime => "queued_out_of_time",
+            DispatchOutcome::NotFound => "not_found",
+            DispatchOutcome::Expired => "expired",
+            DispatchOutcome::DeadLettered => "dead_lettered",
+        }
+    }
+
+    /// Left in the outbox for the relay (every `Queued*` outcome).
+    pub fn is_queued(self) -> bool {
+        matches!(
+            self,
+            DispatchOutcome::QueuedBehindPending
+                | DispatchOutcome::QueuedDelayed
+                | DispatchOutcome::QueuedAtLimit
+                | DispatchOutcome::QueuedRefused
+                | DispatchOutcome::QueuedFailed
+                | DispatchOutcome::QueuedOutOfTime
+        )
+    }
+
+    /// Dead-lettered at once (`NotFound`, `Expired`, `DeadLettered`).
+    pub fn is_dead_lettered(self) -> bool {
+        matches!(
+            self,
+            DispatchOutcome::NotFound | DispatchOutcome::Expired | DispatchOutcome::DeadLettered
+        )
+    }
+}
+
+/// Result of [`Outbox::dispatch`]: one outcome per target, in the order of the messages given.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DispatchResult {
-    /// Delivered now, or absorbed by the store (an APPEND duplicate, an OVERWRITE replacement
-    /// or a stale OVERWRITE) — nothing more will happen for this target.
-    pub accepted: u32,
-    /// Stored but not delivered now: refused for capacity, not attempted because of the limit,
-    /// or queued behind an earlier pending message for the same receiver (FIFO), or failed.
-    /// The relay delivers them (with backoff where there was a failure); a permanent failure is
-    /// dead-lettered and also counted here.
-    pub rejected: u32,
+    /// What happened to each target, in request order.
+    pub outcomes: Vec<DispatchOutcome>,
+}
+
+impl DispatchResult {
+    /// Targets delivered by the immediate attempt.
+    pub fn delivered(&self) -> u32 {
+        self.count(|o| o == DispatchOutcome::Delivered)
+    }
+
+    /// Targets absorbed by their idempotency key.
+    pub fn deduplicated(&self) -> u32 {
+        self.count(|o| o == DispatchOutcome::Deduplicated)
+    }
+
+    /// Targets left in the outbox for the relay.
+    pub fn queued(&self) -> u32 {
+        self.count(DispatchOutcome::is_queued)
+    }
+
+    /// Targets dead-lettered at once.
+    pub fn dead_lettered(&self) -> u32 {
+        self.count(DispatchOutcome::is_dead_lettered)
+    }
+
+    fn count(&self, f: impl Fn(DispatchOutcome) -> bool) -> u32 {
+        // At most one outcome per target, and targets fit in u32 (the WIT counts are u32).
+        u32::try_from(self.outcomes.iter().filter(|o| f(**o)).count()).unwrap_or(u32::MAX)
+    }
 }
 
 pub(crate) struct Inner {
@@ -127,6 +220,28 @@ pub(crate) fn attempt_span(env: &Envelope) -> tracing::Span {
     span
 }
 
+/// What an immediate attempt's verdict means for its target, as [`Inner::record`] will
+/// settle it (a first failure is retried unless the policy allows a single attempt).
+fn attempt_outcome(inner: &Inner, verdict: &Verdict, timed_out: bool) -> DispatchOutcome {
+    match verdict {
+        Verdict::Delivered => DispatchOutcome::Delivered,
+        Verdict::NotAttempted => DispatchOutcome::QueuedFailed,
+        Verdict::Expired => DispatchOutcome::Expired,
+        Verdict::Failed(DeliveryError::Capacity { .. }) => DispatchOutcome::QueuedRefused,
+        Verdict::Failed(DeliveryError::NotFound(_)) => DispatchOutcome::NotFound,
+        Verdict::Failed(DeliveryError::Permanent(_)) => DispatchOutcome::DeadLettered,
+        Verdict::Failed(DeliveryError::Transient(_)) => {
+            if !inner.config.retry_policy.should_retry(1) {
+                DispatchOutcome::DeadLettered
+            } else if timed_out {
+                DispatchOutcome::QueuedOutOfTime
+            } else {
+                DispatchOutcome::QueuedFailed
+            }
+        }
+    }
+}
+
 /// Writes an attempt's outcome on its span: `delivered`, `refused` (capacity, retried),
 /// `failed` (retried) or `dead_lettered`, as [`Inner::record`] will settle it.
 pub(crate) fn record_attempt(span: &tracing::Span, inner: &Inner, m: &Attempted, v: &Verdict) {
@@ -136,7 +251,9 @@ pub(crate) fn record_attempt(span: &tracing::Span, inner: &Inner, m: &Attempted,
     let outcome = match v {
         Verdict::Delivered => "delivered",
         Verdict::Failed(DeliveryError::Capacity { .. }) => "refused",
-        Verdict::Failed(DeliveryError::Permanent(_)) => "dead_lettered",
+        Verdict::Failed(DeliveryError::Permanent(_) | DeliveryError::NotFound(_)) => {
+            "dead_lettered"
+        }
         Verdict::Failed(DeliveryError::Transient(_)) => {
             let failures = u32::try_from(m.delivery_count - m.refusals + 1).unwrap_or(u32::MAX);
             if inner.config.retry_policy.should_retry(failures) {
@@ -302,7 +419,9 @@ impl Outbox {
     ///
     /// Targets that could not be delivered now stay stored for the relay. Rows delivered now
     /// are acked, so the relay does not deliver them again. A receiver that already has a
-    /// pending message is not attempted now (that would overtake it): it counts as rejected.
+    /// pending message is not attempted now (that would overtake it): it is
+    /// [`DispatchOutcome::QueuedBehindPending`]. The result has one outcome per message, in
+    /// the order given.
     ///
     /// `deadline` is the caller's (the dispatching turn's): the immediate attempts give up at
     /// it, holding their permits no longer, and what they did not deliver stays for the relay.
@@ -331,21 +450,23 @@ impl Outbox {
         let deadline_at = deadline.map(tokio::time::Instant::from_std);
         let out_of_time = deadline_at.is_some_and(|d| tokio::time::Instant::now() >= d);
 
-        let mut result = DispatchResult::default();
+        // One slot per target, in order (prepare and enqueue keep the order of `msgs`); the
+        // attempted ones are filled in when their verdicts are in.
+        let mut outcomes_out = vec![DispatchOutcome::QueuedFailed; rows.len()];
         let mut settlement = Settlement::default();
         let mut attempts = Vec::new();
         let mut early_verdicts = Vec::new();
-        for (row, outcome) in rows.into_iter().zip(outcomes) {
+        for (index, (row, outcome)) in rows.into_iter().zip(outcomes).enumerate() {
             let id = match outcome {
                 EnqueueOutcome::Inserted { id, claimed: true } => id,
                 EnqueueOutcome::Inserted { claimed: false, .. } => {
-                    result.rejected += 1;
+                    outcomes_out[index] = DispatchOutcome::QueuedBehindPending;
                     continue;
                 }
                 EnqueueOutcome::Duplicate
                 | EnqueueOutcome::Replaced { .. }
                 | EnqueueOutcome::Stale => {
-                    result.accepted += 1;
+                    outcomes_out[index] = DispatchOutcome::Deduplicated;
                     continue;
                 }
             };
@@ -357,17 +478,17 @@ impl Outbox {
             };
             if row.send_at > now {
                 // Delayed: not due yet, the relay delivers it at send_at.
-                result.rejected += 1;
+                outcomes_out[index] = DispatchOutcome::QueuedDelayed;
                 settlement.releases.push(Release {
                     id,
                     send_at: row.send_at,
                 });
             } else if row.expires_at != 0 && row.expires_at <= now {
-                result.rejected += 1;
+                outcomes_out[index] = DispatchOutcome::Expired;
                 early_verdicts.push((attempted, Verdict::Expired));
             } else if out_of_time {
                 // The caller has no time left to wait on a delivery: the relay makes it.
-                result.rejected += 1;
+                outcomes_out[index] = DispatchOutcome::QueuedOutOfTime;
                 settlement.releases.push(Release { id, send_at: now });
             } else {
                 let part = &inner.partitions[row.partition as usize];
@@ -388,11 +509,11 @@ impl Outbox {
                             attempt: 1,
                             trace: m.trace,
                         };
-                        attempts.push((attempted, envelope, permit, bulkhead));
+                        attempts.push((index, attempted, envelope, permit, bulkhead));
                     }
                     None => {
                         bulkhead.acquire_rejected.increment(1);
-                        result.rejected += 1;
+                        outcomes_out[index] = DispatchOutcome::QueuedAtLimit;
                         settlement.releases.push(Release { id, send_at: now });
                     }
                 }
@@ -402,20 +523,24 @@ impl Outbox {
         // Deliver concurrently while every permit is held: the limit bounds this fan-out, and
         // the caller's deadline bounds how long the permits are held.
         let verdicts = join_all(attempts.into_iter().map(
-            |(attempted, envelope, permit, bulkhead)| async move {
+            |(index, attempted, envelope, permit, bulkhead)| async move {
                 let t0 = Instant::now();
                 let span = attempt_span(&envelope);
                 let attempt = delivery.deliver(envelope).instrument(span.clone());
+                let mut timed_out = false;
                 let r = match deadline_at {
                     Some(d) => tokio::time::timeout_at(d, attempt)
                         .await
-                        .unwrap_or_else(|_| Err(DeliveryError::Transient(DEADLINE_PASSED.into()))),
+                        .unwrap_or_else(|_| {
+                            timed_out = true;
+                            Err(DeliveryError::Transient(DEADLINE_PASSED.into()))
+                        }),
                     None => attempt.await,
                 };
                 let elapsed = t0.elapsed().as_secs_f64();
                 let verdict = apply_verdict(bulkhead, permit, r);
                 record_attempt(&span, inner, &attempted, &verdict);
-                (attempted, verdict, elapsed)
+                (index, timed_out, attempted, verdict, elapsed)
             },
         ))
         .await;
@@ -425,23 +550,21 @@ impl Outbox {
             inner.record(m, verdict, now, &mut rng, &mut settlement);
         }
         let now = self.now_ms();
-        for (m, verdict, elapsed) in verdicts {
+        for (index, timed_out, m, verdict, elapsed) in verdicts {
             let part = &inner.partitions[m.partition as usize];
             part.metrics.delivery_seconds.record(elapsed);
-            if matches!(verdict, Verdict::Delivered) {
-                result.accepted += 1;
-            } else {
-                result.rejected += 1;
-            }
+            outcomes_out[index] = attempt_outcome(inner, &verdict, timed_out);
             inner.record(m, verdict, now, &mut rng, &mut settlement);
         }
         inner.channel.settle(&settlement, now).await?;
         inner.wake(partitions);
-        metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "accepted")
-            .increment(u64::from(result.accepted));
-        metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => "rejected")
-            .increment(u64::from(result.rejected));
-        Ok(result)
+        for outcome in &outcomes_out {
+            metrics::counter!("sluice_outbox_dispatch_targets_total", "outcome" => outcome.label())
+                .increment(1);
+        }
+        Ok(DispatchResult {
+            outcomes: outcomes_out,
+        })
     }
 
     /// Depth and oldest-pending age of every partition (zeros for empty ones).
@@ -624,7 +747,7 @@ impl Inner {
                         metrics.errors.increment(1);
                         Some(policy.backoff_ms(attempt, rng))
                     }
-                    DeliveryError::Permanent(_) => {
+                    DeliveryError::Permanent(_) | DeliveryError::NotFound(_) => {
                         metrics.errors.increment(1);
                         None
                     }

@@ -49,8 +49,10 @@ fn classify(e: ActorError) -> DeliveryError {
         // A handler's own error is the guest's verdict on this attempt: retry it, and let
         // max_attempts dead-letter a poison message.
         _ if e.is_verbatim() => DeliveryError::Transient(e.to_string()),
-        // The host can never deliver these: an unknown type or a malformed id.
-        ErrorCode::NotFound | ErrorCode::InvalidArgument if e.retry_after_ms.is_none() => {
+        // The host can never deliver these: an unknown type or a malformed id. An unknown type
+        // stays typed so `dispatch` can say `not-found`.
+        ErrorCode::NotFound if e.retry_after_ms.is_none() => DeliveryError::NotFound(e.to_string()),
+        ErrorCode::InvalidArgument if e.retry_after_ms.is_none() => {
             DeliveryError::Permanent(e.to_string())
         }
         _ => DeliveryError::Transient(e.to_string()),

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_outbox::{
-    ConcurrencyConfig, ConcurrencyStrategy, Conflict, DlqSelector, EnqueueOutcome, NewMessage,
-    RetryBudgetConfig, RetryPolicy,
+    ConcurrencyConfig, ConcurrencyStrategy, Conflict, DispatchOutcome, DlqSelector, EnqueueOutcome,
+    NewMessage, RetryBudgetConfig, RetryPolicy,
 };
 
 use super::{Answer, Store, TestReceiver, eventually, fast_config};
@@ -333,9 +333,9 @@ pub async fn append_stores_a_repeated_key_once(store: Store) {
         .await
         .unwrap();
     assert_eq!(
-        (res.accepted, res.rejected),
-        (1, 0),
-        "a duplicate counts as accepted"
+        res.outcomes,
+        [DispatchOutcome::Deduplicated],
+        "a duplicate is absorbed by its key"
     );
     assert_eq!(rx.delivered_count(), 2);
 }
@@ -392,7 +392,7 @@ pub async fn overwrite_replaces_pending_and_never_with_an_older_sequence(store: 
         .dispatch(vec![hb("seq9", 9)], &rx, None)
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (1, 0));
+    assert_eq!(res.outcomes, [DispatchOutcome::Deduplicated]);
 }
 
 pub async fn expired_messages_are_dead_lettered_never_delivered(store: Store) {
@@ -502,9 +502,17 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
     rx.script("W/3", [Answer::Capacity(1)]);
     let targets: Vec<NewMessage> = (0..30).map(|i| msg(&format!("W/{i}"), "cfg")).collect();
     let res = outbox.dispatch(targets, &rx, None).await.unwrap();
-    assert_eq!(res.accepted + res.rejected, 30);
-    // 10 attempted (limit 10), one of them refused for capacity.
-    assert_eq!((res.accepted, res.rejected), (9, 21));
+    assert_eq!(res.outcomes.len(), 30);
+    // 10 attempted (limit 10), one of them refused for capacity; the rest wait for a permit.
+    assert_eq!((res.delivered(), res.queued()), (9, 21));
+    assert_eq!(res.outcomes[3], DispatchOutcome::QueuedRefused);
+    assert_eq!(
+        res.outcomes
+            .iter()
+            .filter(|o| **o == DispatchOutcome::QueuedAtLimit)
+            .count(),
+        20
+    );
     assert_eq!(rx.seen().len(), 10);
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     rx.wait_for("all 30 delivered", T, |r| r.delivered_count() >= 30)
@@ -524,7 +532,7 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
         .dispatch(vec![msg("Q/1", "second")], &rx, None)
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert_eq!(res.outcomes, [DispatchOutcome::QueuedBehindPending]);
     assert!(payloads_of(&rx, "Q/1").is_empty());
     // A delayed dispatch is not delivered now; an already expired one is dead-lettered.
     let res = outbox
@@ -538,7 +546,11 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
         )
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (0, 2));
+    assert_eq!(
+        res.outcomes,
+        [DispatchOutcome::QueuedDelayed, DispatchOutcome::Expired]
+    );
+    assert_eq!((res.queued(), res.dead_lettered()), (1, 1));
     assert!(payloads_of(&rx, "D/1").is_empty() && payloads_of(&rx, "E/1").is_empty());
     let dl = outbox.dlq_list(Some("E/1"), 10).await.unwrap();
     assert_eq!(dl.len(), 1);
@@ -563,8 +575,8 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
         .await
         .unwrap();
     assert_eq!(
-        (res.accepted, res.rejected),
-        (0, 1),
+        res.outcomes,
+        [DispatchOutcome::QueuedBehindPending],
         "Q/1 has an older pending row"
     );
     assert!(rx.seen().is_empty());
@@ -591,8 +603,8 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
         .await
         .unwrap();
     assert_eq!(
-        (res.accepted, res.rejected),
-        (0, 1),
+        res.outcomes,
+        [DispatchOutcome::QueuedBehindPending],
         "the replayed m0 is pending"
     );
     let relay = outbox.start_relay(Arc::new(rx.clone()));
@@ -605,7 +617,7 @@ pub async fn dispatch_sees_pending_rows_after_restart_and_replay(store: Store) {
         .dispatch(vec![msg("R/1", "m2")], &rx, None)
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (1, 0));
+    assert_eq!(res.outcomes, [DispatchOutcome::Delivered]);
     assert_eq!(payloads_of(&rx, "R/1"), ["m0", "m1", "m2"]);
 }
 
@@ -1056,7 +1068,7 @@ pub async fn dispatch_gives_up_at_the_callers_deadline(store: Store) {
         .dispatch(vec![msg("W/1", "slow")], &rx, Some(deadline))
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert_eq!(res.outcomes, [DispatchOutcome::QueuedOutOfTime]);
     let waited = t0.elapsed();
     assert!(
         waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000),
@@ -1073,7 +1085,7 @@ pub async fn dispatch_gives_up_at_the_callers_deadline(store: Store) {
         .dispatch(vec![msg("W/2", "late")], &rx, Some(gone))
         .await
         .unwrap();
-    assert_eq!((res.accepted, res.rejected), (0, 1));
+    assert_eq!(res.outcomes, [DispatchOutcome::QueuedOutOfTime]);
     assert!(payloads_of(&rx, "W/2").is_empty() && rx.seen().iter().all(|s| s.receiver != "W/2"));
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     rx.wait_for("both delivered by the relay", T, |r| {

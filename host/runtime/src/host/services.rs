@@ -129,9 +129,10 @@ impl GuestHost for HostInner {
             .instrument(span)
             .await
             .map_err(outbox_error)?;
+        // The WIT still has the two counts; per-target outcomes reach it in a later change.
         Ok(wit::DispatchResult {
-            accepted: d.accepted,
-            rejected: d.rejected,
+            accepted: d.delivered() + d.deduplicated(),
+            rejected: d.queued() + d.dead_lettered(),
         })
     }
 
