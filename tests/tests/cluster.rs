@@ -1218,3 +1218,94 @@ async fn a_cluster_members_metrics_pass_promtool_check_metrics_after_cross_host_
         );
     }
 }
+
+/// How many of `ids` placement puts on each of `nodes`.
+fn placed_counts(ids: &[String], nodes: &[&str]) -> BTreeMap<String, u64> {
+    let mut n: BTreeMap<String, u64> = nodes.iter().map(|n| (n.to_string(), 0)).collect();
+    for id in ids {
+        *n.get_mut(&owner(id, nodes)).unwrap() += 1;
+    }
+    n
+}
+
+/// Waits until each of `hosts` (members `nodes`) runs exactly the `Echo` instances
+/// placement gives it, by its own status (activations, claims); at most `bound`.
+async fn wait_spread(hosts: &[&SluiceRun], nodes: &[&str], ids: &[String], bound: Duration) {
+    let want = placed_counts(ids, nodes);
+    let start = Instant::now();
+    loop {
+        let mut got = BTreeMap::new();
+        for (h, n) in hosts.iter().zip(nodes) {
+            let s = status(h).await;
+            let active = type_field(&s, "Echo", "active");
+            let claims = s["cluster"]["claims"].as_u64().unwrap();
+            got.insert(n.to_string(), (active, claims));
+        }
+        if got.iter().all(|(n, (a, c))| (*a, *c) == (want[n], want[n])) {
+            return;
+        }
+        assert!(
+            start.elapsed() < bound,
+            "supervised Echo instances (active, claims) per member {got:?}, placement wants {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `count = 8` is eight `Echo` instances cluster-wide, not eight per member: each runs on
+/// the member placement picks (the first host alone starts all eight, and hands each to its
+/// member as the others join), before any message; when that member dies, its instances
+/// start on the others after its TTL, and the rest keep running where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn supervised_instances_are_spread_over_the_members_and_restarted_elsewhere_when_one_dies() {
+    let config = || {
+        app_config().replacen(
+            "module = \"echo.wasm\"\n",
+            "module = \"echo.wasm\"\ncount = 8\n",
+            1,
+        )
+    };
+    assert!(config().contains("count = 8"));
+    let Some(mut c) = three_hosts_with("sluice_cluster_supervised", |_| config()).await else {
+        return;
+    };
+    let ids: Vec<String> = (0..8).map(|k| format!("Echo/{k}")).collect();
+    let hosts: Vec<&SluiceRun> = c.hosts.iter().collect();
+    wait_spread(&hosts, &NODES, &ids, Duration::from_secs(15)).await;
+    let spread = placed_counts(&ids, &NODES);
+    assert!(
+        spread.values().filter(|n| **n > 0).count() >= 2,
+        "{spread:?}"
+    );
+    // Each instance answers as the one live activation of its key, through any host.
+    let client = reqwest::Client::new();
+    for (i, id) in ids.iter().enumerate() {
+        let via = &c.hosts[i % 3].ingress;
+        let (s, b) = post(&client, via, &format!("{id}/ask/record"), "x", None).await;
+        assert_eq!((s, b["count"].as_u64()), (200, Some(1)), "{id}: {b}");
+    }
+
+    // h2 dies: its instances start on h1 and h3 (after the TTL), the others stay put.
+    c.hosts[1].kill();
+    let survivors = [&c.hosts[0], &c.hosts[2]];
+    wait_spread(&survivors, &["h1", "h3"], &ids, Duration::from_secs(15)).await;
+    for id in &ids {
+        let (s, b) = post(
+            &client,
+            &c.hosts[0].ingress,
+            &format!("{id}/ask/record"),
+            "x",
+            None,
+        )
+        .await;
+        let moved = owner(id, &NODES) == "h2";
+        let want = if moved { 1 } else { 2 };
+        assert_eq!(
+            (s, b["count"].as_u64()),
+            (200, Some(want)),
+            "{id} (was on {}): {b}",
+            owner(id, &NODES)
+        );
+    }
+    drop(c.nats);
+}

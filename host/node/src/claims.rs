@@ -150,6 +150,11 @@ impl ActivationHooks for Hooks {
         }
     }
 
+    /// The cluster spreads supervised instances over its members (`supervised.rs`).
+    fn places_supervised(&self) -> bool {
+        true
+    }
+
     fn ended(&self, id: &ActorId) {
         let claims = &self.0;
         let mut slots = claims.slots.lock();

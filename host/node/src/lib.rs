@@ -19,6 +19,7 @@ pub mod rollout;
 pub mod route;
 pub mod serve;
 mod shared;
+mod supervised;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -73,7 +74,8 @@ pub struct Node {
     membership: Arc<parking_lot::Mutex<Option<Membership>>>,
     server: parking_lot::Mutex<Option<Server>>,
     modules: Arc<Modules>,
-    /// The module follower and the live-count refresher.
+    /// The module follower, the live-count refresher, the relay share and the placer of
+    /// supervised instances.
     tasks: parking_lot::Mutex<Vec<JoinHandle<()>>>,
     heartbeat: Duration,
 }
@@ -188,10 +190,12 @@ impl Node {
             self.node.clone(),
             self.shared.view.clone(),
         );
+        let supervised = supervised::keep_placed(self.shared.clone(), self.heartbeat);
         self.tasks.lock().extend([
             tokio::spawn(follow),
             tokio::spawn(refresh),
             tokio::spawn(share),
+            tokio::spawn(supervised),
         ]);
         Ok(())
     }

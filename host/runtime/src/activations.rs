@@ -13,8 +13,11 @@ use crate::id::ActorId;
 /// one runs no further turn by then, but its `ended` comes later, so an implementation counts
 /// and releases its claim only when the count falls to zero.
 ///
-/// Supervised eager instances (`count`/`keys`) are started by each host's deploy and are not
-/// passed through these hooks.
+/// Supervised instances (`count`/`keys`) are started by each host's deploy and are not
+/// passed through these hooks, unless [`ActivationHooks::places_supervised`] says the hooks'
+/// owner places them: then deploy starts none, the owner starts each where it belongs
+/// ([`crate::Host::activate_supervised`]), and their activations pass `admit`/`ended` like
+/// any other.
 pub trait ActivationHooks: Send + Sync + 'static {
     /// Whether `id` may start running on this host now. Synchronous and cheap: the caller
     /// holds no lock, but every activation of the host goes through it. A refusal is the
@@ -22,4 +25,9 @@ pub trait ActivationHooks: Send + Sync + 'static {
     fn admit(&self, id: &ActorId) -> Result<(), ActorError>;
     /// The activation of `id` that `admit` let start has ended: no turn running, none to come.
     fn ended(&self, id: &ActorId);
+    /// Whether the hooks' owner decides where supervised instances run (a cluster spreads a
+    /// type's `count` instances over its members). `false`: every host's deploy starts them.
+    fn places_supervised(&self) -> bool {
+        false
+    }
 }

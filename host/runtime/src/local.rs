@@ -134,8 +134,13 @@ impl Local {
         if let Some(c) = entry.get(id.key()) {
             return Ok(c);
         }
-        // A cluster's single-activation rule first: a refused key takes no slot.
-        let hooks = if eager { None } else { self.env.activations() };
+        // A cluster's single-activation rule first: a refused key takes no slot. Supervised
+        // instances pass it too when the hooks place them (and a message that activates one
+        // makes it the supervised instance it is).
+        let hooks = self.env.activations();
+        let placed = hooks.is_some_and(|h| h.places_supervised());
+        let eager = eager || (placed && entry.ty.current().spec.is_eager_key(id.key()));
+        let hooks = hooks.filter(|_| !eager || placed);
         if let Some(h) = hooks {
             h.admit(id)?;
         }

@@ -26,8 +26,8 @@ pub(crate) async fn run(cell: Arc<ActorCell>, entry: Arc<TypeEntry>, env: Arc<En
     // The instance is gone by now; the slot goes back.
     drop(cell.slot.lock().take());
     cell.ty.metrics.deactivations.increment(1);
-    if !cell.eager
-        && let Some(hooks) = env.activations()
+    if let Some(hooks) = env.activations()
+        && (!cell.eager || hooks.places_supervised())
     {
         hooks.ended(&cell.id);
     }

@@ -156,6 +156,14 @@ impl ChildSpec {
         })
     }
 
+    /// Whether `key` is one of [`ChildSpec::eager_keys`] (allocates nothing).
+    pub fn is_eager_key(&self, key: &str) -> bool {
+        let counted = key
+            .parse::<u32>()
+            .is_ok_and(|i| i < self.count.unwrap_or(0) && i.to_string() == key);
+        counted || self.keys.iter().any(|k| k == key)
+    }
+
     /// The keys activated eagerly and kept alive.
     pub fn eager_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = (0..self.count.unwrap_or(0))

@@ -103,7 +103,12 @@ impl HostInner {
             inbox.mb.set_limits(spec.mailbox_capacity, strategy);
             inbox.state != InboxState::Stopped
         });
-        for key in spec.eager_keys() {
+        // Where the activation hooks place supervised instances (a cluster), they start them.
+        let placed = local
+            .env
+            .activations()
+            .is_some_and(|h| h.places_supervised());
+        for key in spec.eager_keys().into_iter().filter(|_| !placed) {
             let id = ActorId::new(&name, &key).map_err(|e| LoadError::Config(e.to_string()))?;
             local.cell(&entry, &id, true).map_err(|e| {
                 LoadError::Config(format!(

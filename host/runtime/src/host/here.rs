@@ -56,3 +56,54 @@ impl Host {
         Ok(Box::pin(async move { local.reply_of(&id, pending).await }))
     }
 }
+
+/// Placing supervised instances (for hooks whose
+/// [`places_supervised`](ActivationHooks::places_supervised) is true).
+impl Host {
+    /// Every supervised instance (`count`/`keys`) of the types deployed here.
+    pub fn supervised(&self) -> Vec<ActorId> {
+        let mut ids = Vec::new();
+        for entry in self.inner.local().registry.all() {
+            let module = entry.ty.current();
+            for key in module.spec.eager_keys() {
+                if let Ok(id) = ActorId::new(&module.spec.actor_type, &key) {
+                    ids.push(id);
+                }
+            }
+        }
+        ids
+    }
+
+    /// Starts supervised instance `id` here unless it runs here already, through the
+    /// activation hooks (so under their rules: a cluster's claim). `NOT_FOUND` for a type
+    /// not deployed here.
+    pub fn activate_supervised(&self, id: &ActorId) -> Result<(), ActorError> {
+        let local = self.inner.local();
+        let Some(entry) = local.registry.get(id.actor_type()) else {
+            return Err(ActorError::not_found("no such actor type on this host"));
+        };
+        if self.inner.env.is_shutting_down() {
+            return Err(ActorError::unavailable("host is shutting down"));
+        }
+        local.cell(&entry, id, true).map(drop)
+    }
+
+    /// Ends the activation of `id` here if nothing is queued for it and no turn runs (it
+    /// moves: the next message activates it wherever the route places it). `false` when it
+    /// is busy (try again later) or not active here.
+    pub fn deactivate_idle(&self, id: &ActorId) -> bool {
+        let local = self.inner.local();
+        let Some(entry) = local.registry.get(id.actor_type()) else {
+            return false;
+        };
+        let Some(cell) = entry.get(id.key()) else {
+            return false;
+        };
+        let closed = entry.close_if(&cell, |inbox| inbox.mb.is_empty() && !inbox.running);
+        if closed {
+            // Its task may be waiting for a message that will never come.
+            cell.notify.notify_one();
+        }
+        closed
+    }
+}
