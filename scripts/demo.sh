@@ -20,7 +20,7 @@ clock() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # `phase NAME`: closes the previous phase with its time and opens the next one.
 phase() {
   if [ -n "$phase_name" ]; then
-    echo "   ($phase_name: $(clock $((SECONDS - phase_t0))))" >&2
+    echo "   (took $(clock $((SECONDS - phase_t0))))" >&2
   fi
   phase_name=$1
   phase_t0=$SECONDS

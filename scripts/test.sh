@@ -17,7 +17,7 @@ phase_name=""
 clock() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 phase() {
   if [ -n "$phase_name" ]; then
-    echo "   ($phase_name: $(clock $((SECONDS - phase_t0))))"
+    echo "   (took $(clock $((SECONDS - phase_t0))))"
   fi
   phase_name=$1
   phase_t0=$SECONDS

@@ -22,10 +22,11 @@ pub struct Outcome {
     pub detail: String,
 }
 
-/// A duration in ms as the cells show it: `41ms`, `1.2s`, `12s`.
+/// A duration in ms as the cells show it: `41ms`, `0.9s`, `12s` (at most four characters).
 pub fn fmt_ms(ms: u64) -> String {
     match ms {
-        0..1000 => format!("{ms}ms"),
+        0..100 => format!("{ms}ms"),
+        100..1000 => format!("{:.1}s", ms as f64 / 1000.0),
         1000..10_000 => format!("{:.1}s", ms as f64 / 1000.0),
         _ => format!("{}s", (ms + 500) / 1000),
     }
@@ -184,8 +185,8 @@ mod tests {
             ),
             (
                 "config_wave_deploy",
-                json!({"total_accepted": 50, "total_rejected": 50,
-                "config_server_rejected": 100, "deploy_ms": 59_000}),
+                json!({"total_accepted": 100, "total_rejected": 0,
+                "config_server_rejected": 99, "deploy_ms": 880}),
             ),
             (
                 "send_heartbeat",
@@ -201,7 +202,7 @@ mod tests {
             ),
             (
                 "offline_delivery",
-                json!({"accepted": 0, "rejected": 200, "rollout_ms": 9_900, "recovery_ms": 59_000}),
+                json!({"accepted": 0, "rejected": 200, "rollout_ms": 99, "recovery_ms": 59_000}),
             ),
             ("poison_message", json!({"attempts": 5, "dead_ms": 99_999})),
         ]
@@ -253,6 +254,19 @@ mod tests {
                 };
                 assert!(explained, "{s}: {word:?} is not in the legend");
             }
+        }
+    }
+
+    #[test]
+    fn durations_take_at_most_four_characters() {
+        for (ms, text) in [
+            (10, "10ms"),
+            (99, "99ms"),
+            (880, "0.9s"),
+            (1216, "1.2s"),
+            (59_000, "59s"),
+        ] {
+            assert_eq!(fmt_ms(ms), text);
         }
     }
 
