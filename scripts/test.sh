@@ -9,7 +9,23 @@ export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
 # No incremental state: a test run builds once, and its incremental dirs cost gigabytes of disk.
 export CARGO_INCREMENTAL=0
 
-echo "== toolchains"
+# `phase NAME`: closes the previous phase with its time and opens the next one, so a long
+# build shows where it is (the whole command took 34 min on CI's machine, see the README).
+t0=$SECONDS
+phase_t0=$SECONDS
+phase_name=""
+clock() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+phase() {
+  if [ -n "$phase_name" ]; then
+    echo "   (took $(clock $((SECONDS - phase_t0))))"
+  fi
+  phase_name=$1
+  phase_t0=$SECONDS
+  [ -n "$1" ] && echo "== [$(clock $((SECONDS - t0)))] $1"
+  return 0
+}
+
+phase "toolchains"
 rustup target add wasm32-wasip2 >/dev/null
 # With the pinned wit-bindgen CLI (~5 min once, then cached in ~/.cargo/bin): the freshness
 # test of the committed Go bindings (host/build/tests/bindings_fresh.rs) needs it.
@@ -24,14 +40,16 @@ trap 'bash scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 # a missing binary fails them, never skips them.
 eval "$(bash scripts/nats.sh install)"
 
-echo "== lint"
+phase "lint (rustfmt, then clippy, which compiles the whole workspace)"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # An embedder that takes one outbox backend builds, and links no driver of the other.
 for backend in sqlite postgres; do
   cargo check --quiet -p sluice-runtime --no-default-features --features "$backend"
   other=$([ "$backend" = sqlite ] && echo postgres || echo sqlite)
-  if cargo tree -p sluice-runtime --no-default-features --features "$backend" -e features | grep -qi "sqlx-$other\|sqlx/$other"; then
+  # Read whole before grep: `grep -q` quitting early would fail the pipe under pipefail.
+  tree=$(cargo tree -p sluice-runtime --no-default-features --features "$backend" -e features)
+  if grep -qi "sqlx-$other\|sqlx/$other" <<<"$tree"; then
     echo "sluice-runtime with only $backend still pulls in sqlx's $other" >&2
     exit 1
   fi
@@ -40,10 +58,10 @@ done
 # actor example compiled as written (~10 s warm, ~1.5 min with a cold guests/rust/target).
 bash scripts/lint-guests.sh
 
-echo "== build guests"
-(cd guests/rust && cargo build --quiet --release --target wasm32-wasip2)
+phase "build guests"
+(cd guests/rust && cargo build --release --target wasm32-wasip2)
 
-echo "== test"
+phase "test (compiles every test binary, then runs them)"
 # The shared Postgres sat idle through the build: if it stopped meanwhile (a full disk stops
 # it for good), postgres.sh starts it again on its data and port, and says so.
 eval "$(bash scripts/postgres.sh)"
@@ -56,6 +74,7 @@ if [ "${1:-}" = "--all" ]; then
 else
   cargo test --workspace --no-fail-fast -- --test-threads=4 || status=$?
 fi
+phase ""
 if [ "$status" -ne 0 ]; then
   # What a failed run needs to be read from its log alone: is the shared Postgres still up,
   # what did it last say, and was the machine short of disk or memory.

@@ -17,6 +17,8 @@ use anyhow::{Context, anyhow, bail, ensure};
 use serde_json::{Value, json};
 use sluice_runtime::{ErrorCode, Host};
 
+pub mod report;
+
 /// The scenarios, in the order the driver runs them.
 pub const SCENARIOS: [&str; 7] = [
     "thundering_herd",
@@ -281,38 +283,76 @@ pub async fn start_host(app: &Path) -> anyhow::Result<Host> {
 // ---------------------------------------------------------------------------------------------
 // The live console of the run (`job-queue-outbox --console ADDR`; scripts/demo.sh turns it on).
 
-/// The console listener's current target: the admin API and `/ui` of the scenario host that
-/// started last, with the console sampling it.
+/// The console listener's current target: the scenario host that started last, with the
+/// console sampling it, and the name the console gives it.
 struct DemoConsole {
-    current: Mutex<Option<(axum::Router, sluice_cli::console::Console)>>,
+    current: Mutex<Option<(Host, sluice_cli::console::Console, String)>>,
+    /// DLQ reads (`GET /admin/dlq`, what the console's DLQ panel polls): how many started, and
+    /// the number of the latest one that was answered. `poison_message` waits for a read that
+    /// started after the dead letter existed before it replays it.
+    dlq_reads_started: std::sync::atomic::AtomicU64,
+    dlq_read_answered: tokio::sync::watch::Sender<u64>,
 }
 
 static DEMO_CONSOLE: OnceLock<DemoConsole> = OnceLock::new();
 
+/// How long `poison_message` keeps its dead letter for the console when no page reads the
+/// DLQ: the page polls every 2 s (`DLQ_POLL_MS` in `host/cli/console/src/app.js`), plus its
+/// request's time on a loaded machine.
+pub const CONSOLE_DLQ_WAIT: Duration = Duration::from_secs(3);
+
 /// Serves the web console of `sluice run` at `addr` for the whole run: each scenario starts a
 /// fresh host, and from then on `http://ADDR/ui` shows that host (the page follows it when
 /// its stream ends). Only a process that calls this gets a console; the tests do not.
-pub async fn serve_console(addr: &str) -> anyhow::Result<std::net::SocketAddr> {
+///
+/// Like `sluice run`'s admin listener, it answers without a token on loopback only: a
+/// non-loopback `addr` without `token` is refused, and with one every request must carry it.
+pub async fn serve_console(
+    addr: &str,
+    token: Option<String>,
+) -> anyhow::Result<std::net::SocketAddr> {
     use axum::response::IntoResponse;
     use tower::ServiceExt;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the console listener on {addr}"))?;
     let local = listener.local_addr()?;
-    DEMO_CONSOLE.get_or_init(|| DemoConsole {
+    // Refused before it serves a single request.
+    ensure!(
+        local.ip().is_loopback() || token.is_some(),
+        "the console on {local} is not loopback: give it a token (--console-token or \
+         SLUICE_ADMIN_TOKEN)"
+    );
+    let console = DEMO_CONSOLE.get_or_init(|| DemoConsole {
         current: Mutex::new(None),
+        dlq_reads_started: 0.into(),
+        dlq_read_answered: tokio::sync::watch::channel(0).0,
     });
-    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
-        let current = DEMO_CONSOLE
-            .get()
-            .and_then(|c| c.current.lock().unwrap().as_ref().map(|(r, _)| r.clone()));
-        match current {
-            Some(router) => router.oneshot(req).await.into_response(),
-            None => (
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                "no scenario host has started yet; reload in a moment",
-            )
-                .into_response(),
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let token = token.clone();
+        async move {
+            let current = console.current.lock().unwrap().clone();
+            let Some((host, sampler, name)) = current else {
+                return (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "no scenario host has started yet; reload in a moment",
+                )
+                    .into_response();
+            };
+            let dlq_read = (req.method() == axum::http::Method::GET
+                && req.uri().path() == "/admin/dlq")
+                .then(|| {
+                    1 + console
+                        .dlq_reads_started
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                });
+            // The admin router of `sluice run`, behind its check (token or loopback names).
+            let router = sluice_cli::admin::app_router(host, token, &sampler, name);
+            let resp = router.oneshot(req).await.into_response();
+            if let Some(n) = dlq_read.filter(|_| resp.status().is_success()) {
+                console.dlq_read_answered.send_modify(|m| *m = (*m).max(n));
+            }
+            resp
         }
     });
     tokio::spawn(async move {
@@ -321,6 +361,25 @@ pub async fn serve_console(addr: &str) -> anyhow::Result<std::net::SocketAddr> {
         }
     });
     Ok(local)
+}
+
+/// When a console is served, waits (at most [`CONSOLE_DLQ_WAIT`]) until a DLQ read that
+/// started now has been answered: the page's DLQ panel has shown what the DLQ holds now.
+/// Returns whether it was.
+async fn console_read_the_dlq() -> bool {
+    let Some(console) = DEMO_CONSOLE.get() else {
+        return false;
+    };
+    if console.current.lock().unwrap().is_none() {
+        return false;
+    }
+    let after = console
+        .dlq_reads_started
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let mut answered = console.dlq_read_answered.subscribe();
+    tokio::time::timeout(CONSOLE_DLQ_WAIT, answered.wait_for(|n| *n > after))
+        .await
+        .is_ok_and(|r| r.is_ok())
 }
 
 /// Points the console (when one is served) at `host`. The previous host's sampler stops.
@@ -344,8 +403,7 @@ fn show_in_console(host: &Host, app: &Path) {
         part(scenario.and_then(|s| s.parent())),
         part(scenario)
     );
-    let router = sluice_cli::admin::app_router(host.clone(), None, &sampler, name);
-    *console.current.lock().unwrap() = Some((router, sampler));
+    *console.current.lock().unwrap() = Some((host.clone(), sampler, name));
 }
 
 /// Runs one scenario of `lang` in `workdir`: fresh app folder, fresh host, the scenario, its
@@ -740,6 +798,9 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
     })
     .await?;
     let dead_ms = t0.elapsed().as_millis() as u64;
+    // The console's DLQ panel polls every 2 s: keep the dead letter until it has been read
+    // (bounded), or a newcomer watching the demo never sees it before the replay below.
+    let shown = console_read_the_dlq().await;
     ensure!(dl.len() == 1, "{} dead letters for Worker/poison", dl.len());
     let d = &dl[0];
     ensure!(
@@ -789,7 +850,7 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
     Ok(
         json!({"accepted": r["accepted"], "rejected": r["rejected"], "attempts": d.attempts,
         "reason": d.reason, "last_error": last_error, "dead_ms": dead_ms, "replayed": replayed,
-        "recorded": 1}),
+        "recorded": 1, "console_read_dlq": shown}),
     )
 }
 
@@ -1078,56 +1139,4 @@ pub async fn offline_delivery(app: &Path, sluice: &Path) -> anyhow::Result<Value
         "attempts_before_restart": attempts_before, "max_attempts_before_restart": max_before,
         "recovery_ms": recovery_ms}),
     )
-}
-
-/// The key numbers of a scenario's report, for a one-line summary.
-pub fn summary(scenario: &str, v: &Value) -> String {
-    let g = |k: &str| match &v[k] {
-        Value::Null => "-".to_string(),
-        Value::String(s) => s.clone(),
-        x => x.to_string(),
-    };
-    match scenario {
-        "thundering_herd" => format!(
-            "a={} r={} {}ms redeliv a={}",
-            g("accepted"),
-            g("rejected"),
-            g("wall_ms"),
-            v["redelivery"]["accepted"]
-        ),
-        "config_wave_deploy" => format!(
-            "a={} r={} cs_rej={} {}ms",
-            g("total_accepted"),
-            g("total_rejected"),
-            g("config_server_rejected"),
-            g("deploy_ms")
-        ),
-        "send_heartbeat" => format!("seq={} a={} r={}", g("seq"), g("accepted"), g("rejected")),
-        "heartbeat_burst" => format!(
-            "a={} r={} processed={}",
-            g("accepted"),
-            g("rejected"),
-            g("processed")
-        ),
-        "telemetry_test" => format!(
-            "fast={} outbox={} refused={}",
-            g("fast_path_success"),
-            g("outbox_fallback"),
-            g("burst_refused")
-        ),
-        "offline_delivery" => format!(
-            "r={} tries={} {}ms+{}ms",
-            g("rejected"),
-            g("attempts_before_restart"),
-            g("rollout_ms"),
-            g("recovery_ms")
-        ),
-        "poison_message" => format!(
-            "attempts={} replayed={} {}ms",
-            g("attempts"),
-            g("replayed"),
-            g("dead_ms")
-        ),
-        _ => v.to_string(),
-    }
 }

@@ -1,19 +1,26 @@
 //! The seed's embedded job queue: a Sluice host inside a Rust program, an AIMD-limited
 //! SQLite outbox, workers with bounded mailboxes, and the job_queue_outbox scenarios.
 //!
-//! `cargo run -p job-queue-embedded -- GUESTS_DIR DB_PATH` where GUESTS_DIR holds the Rust
-//! test actors (`echo.wasm`, `slow.wasm`). Prints one line per scenario and exits non-zero if
-//! any invariant fails.
+//! `job-queue-embedded GUESTS_DIR WORK_DIR` where GUESTS_DIR holds the Rust test actors
+//! (`echo.wasm`, `slow.wasm`). Runs the seven scenarios of the job_queue_outbox driver and
+//! prints its table, legend and overall line (`7/7 passed`), with one line per scenario on why
+//! its numbers differ; exits non-zero if any invariant fails.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use serde_json::{Value, json};
 use sluice_outbox::{
     ConcurrencyConfig, Conflict, DlqSelector, NewMessage, Outbox, OutboxConfig, RetryPolicy,
 };
 use sluice_runtime::{ChildSpec, Host, HostConfig, MailboxStrategy};
+
+// The driver's table format, from its own source file: the two tables read alike, and this
+// example depends on the host crates only (the driver needs the CLI).
+#[allow(dead_code)]
+#[path = "../../../../job_queue_outbox/driver/src/report.rs"]
+mod report;
 
 const WORKERS: usize = 100;
 const MAX_ATTEMPTS: u32 = 5;
@@ -124,7 +131,7 @@ async fn thundering_herd(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let req = json!({"targets": workers(), "msg_type": "record", "payload": "thundering_herd", "idempotency_key": "herd-1"});
     let t0 = Instant::now();
     let r = ask_json(host, "Leader/job-queue", "dispatch", req.clone()).await?;
-    let wall_ms = t0.elapsed().as_millis();
+    let wall_ms = t0.elapsed().as_millis() as u64;
     ensure!(r["ok"] == true, "dispatch failed: {r}");
     let (a, j) = (
         r["accepted"].as_u64().unwrap_or(0),
@@ -151,10 +158,14 @@ async fn thundering_herd(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
 async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let mut waves = Vec::new();
     let all = workers();
+    let deploy = Instant::now();
+    let (mut total_a, mut total_r) = (0, 0);
     for (n, wave) in all.chunks(20).enumerate() {
         let t0 = Instant::now();
         let req = json!({"targets": wave, "msg_type": "record", "payload": "config 2.1.0", "idempotency_key": "config-2.1.0"});
         let r = ask_json(host, "Leader/job-queue", "dispatch", req).await?;
+        total_a += r["accepted"].as_u64().unwrap_or(0);
+        total_r += r["rejected"].as_u64().unwrap_or(0);
         waves.push(json!({"wave": n, "accepted": r["accepted"], "rejected": r["rejected"], "wall_ms": t0.elapsed().as_millis()}));
     }
     // Config servers have two-slot mailboxes: flood them through the outbox so the relay's
@@ -179,7 +190,44 @@ async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
         dead.is_empty(),
         "config wave dead-lettered messages: {dead:?}"
     );
-    Ok(json!({"waves": waves, "config_server_rejected": server_rejected}))
+    Ok(
+        json!({"waves": waves, "total_accepted": total_a, "total_rejected": total_r,
+        "config_server_rejected": server_rejected, "deploy_ms": deploy.elapsed().as_millis() as u64}),
+    )
+}
+
+async fn send_heartbeat(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
+    // Three heartbeats to every worker, one idempotency key with OVERWRITE: a heartbeat still
+    // pending is replaced by the newer one; each worker ends on the last and never goes back.
+    let mut last = Value::Null;
+    for seq in 1..=3 {
+        let req = json!({"targets": workers(), "msg_type": "record", "payload": format!("heartbeat-{seq}"),
+            "idempotency_key": "heartbeat", "conflict": "overwrite"});
+        last = ask_json(host, "Leader/job-queue", "dispatch", req).await?;
+        ensure!(last["ok"] == true, "dispatch failed: {last}");
+    }
+    drained(ob).await?;
+    let mut delivered = 0;
+    for w in workers() {
+        let seqs: Vec<u64> = items(host, &w)
+            .await?
+            .iter()
+            .filter_map(|i| i.strip_prefix("heartbeat-")?.parse().ok())
+            .collect();
+        ensure!(
+            seqs.last() == Some(&3),
+            "{w} heartbeats {seqs:?} do not end with 3"
+        );
+        ensure!(
+            seqs.windows(2).all(|p| p[0] < p[1]),
+            "{w} heartbeats went backwards: {seqs:?}"
+        );
+        delivered += seqs.len();
+    }
+    Ok(
+        json!({"seq": 3, "sends": 3, "accepted": last["accepted"], "rejected": last["rejected"],
+        "heartbeats_delivered": delivered}),
+    )
 }
 
 async fn heartbeats(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
@@ -219,7 +267,11 @@ async fn heartbeats(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
         seqs.last()
     );
     host.stop().await;
-    Ok(json!({"sent": 50, "processed": seqs.len(), "last_seq": seqs.last()}))
+    // Stored with no host running: none delivered at once, all 50 left for the relay.
+    Ok(
+        json!({"sent": 50, "accepted": 0, "rejected": 50, "processed": seqs.len(),
+        "seqs": seqs}),
+    )
 }
 
 async fn telemetry_test(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
@@ -282,6 +334,7 @@ async fn offline_delivery(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
     // Workers "go offline" with the host mid-deployment: messages stored, host gone; a new
     // host on the same database delivers every one, in order, with delivery counts kept.
     let db = dir.join("offline.db");
+    let t0 = Instant::now();
     {
         let ob = Outbox::open_sqlite(&db, outbox_config()).await?;
         for i in 0..20 {
@@ -295,6 +348,8 @@ async fn offline_delivery(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
             }
         }
     }
+    let rollout_ms = t0.elapsed().as_millis() as u64;
+    let t1 = Instant::now();
     let (host, ob) = start(guests, &db, true).await?;
     drained(&ob).await?;
     for w in 0..10 {
@@ -302,8 +357,12 @@ async fn offline_delivery(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
         let want: Vec<String> = (0..20).map(|i| format!("firmware-{i}")).collect();
         ensure!(got == want, "Worker/offline-{w} got {got:?}");
     }
+    let recovery_ms = t1.elapsed().as_millis() as u64;
     host.stop().await;
-    Ok(json!({"stored": 200, "delivered_after_restart": 200}))
+    Ok(
+        json!({"stored": 200, "accepted": 0, "rejected": 200, "rollout_ms": rollout_ms,
+        "recovery_ms": recovery_ms, "delivered_after_restart": 200}),
+    )
 }
 
 async fn poison_message(
@@ -323,6 +382,7 @@ async fn poison_message(
         ensure!(t0.elapsed() < T, "poison message never reached the DLQ");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
+    let dead_ms = t0.elapsed().as_millis() as u64;
     ensure!(
         dl[0].attempts == i64::from(MAX_ATTEMPTS),
         "attempts {}",
@@ -350,9 +410,33 @@ async fn poison_message(
     );
     let purged = ob.dlq_purge(DlqSelector::All).await?;
     Ok(
-        json!({"attempts": dl[0].attempts, "last_error": dl[0].last_error, "replayed": replayed, "purged": purged}),
+        json!({"attempts": dl[0].attempts, "last_error": dl[0].last_error, "dead_ms": dead_ms,
+        "replayed": replayed, "purged": purged}),
     )
 }
+
+/// The scenarios, in the driver's order (`examples/job_queue_outbox/driver`).
+const SCENARIOS: [&str; 7] = [
+    "thundering_herd",
+    "config_wave_deploy",
+    "send_heartbeat",
+    "heartbeat_burst",
+    "telemetry_test",
+    "offline_delivery",
+    "poison_message",
+];
+
+/// Why a number here differs from the driver's column for the same scenario, one line each.
+const NOTES: &str = "\
+why these numbers differ from the job_queue_outbox table above:
+  thundering_herd     the leader is the echo test actor; workers hold 64 messages (there: 16)
+  config_wave_deploy  csN: 20 downloads to the servers in 10 dispatches of 2, not one per worker
+  send_heartbeat      the same three heartbeats; the 64-slot mailboxes take more of them at once
+  heartbeat_burst     the 50 are stored while no host runs: 0+50, and 1-5 processed (not 1-10)
+  telemetry_test      fastN obN count 360: 200 samples and 8 burst tells after every tenth one
+  offline_delivery    T1 stores 200 messages with no host up (no `sluice run` to SIGKILL)
+  poison_message      the replay is of a second letter, to a type deployed after it died
+";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -368,24 +452,65 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("job-queue.db");
     let _ = std::fs::remove_file(&db);
+    let started = Instant::now();
     let (host, ob) = start(&guests, &db, true).await?;
-    let mut failed = 0;
-    let mut report = |name: &str, r: anyhow::Result<Value>| match r {
-        Ok(v) => println!("PASS {name:<20} {v}"),
-        Err(e) => {
-            failed += 1;
-            println!("FAIL {name:<20} {e:#}");
+    let mut runs: Vec<(&str, anyhow::Result<Value>)> = Vec::new();
+    let mut run = |name: &'static str, r: anyhow::Result<Value>| {
+        match &r {
+            Ok(_) => eprintln!("   embedded   {name:<20} PASS"),
+            Err(e) => eprintln!("   embedded   {name:<20} FAIL: {e:#}"),
         }
+        runs.push((name, r));
     };
-    report("thundering_herd", thundering_herd(&host, &ob).await);
-    report("config_wave_deploy", config_wave_deploy(&host, &ob).await);
-    report("telemetry_test", telemetry_test(&host, &ob).await);
-    report("poison_message", poison_message(&host, &ob, &guests).await);
+    run("thundering_herd", thundering_herd(&host, &ob).await);
+    run("config_wave_deploy", config_wave_deploy(&host, &ob).await);
+    run("send_heartbeat", send_heartbeat(&host, &ob).await);
+    run("telemetry_test", telemetry_test(&host, &ob).await);
+    run("poison_message", poison_message(&host, &ob, &guests).await);
     host.stop().await;
-    report("heartbeat_burst", heartbeats(&guests, &dir).await);
-    report("offline_delivery", offline_delivery(&guests, &dir).await);
-    if failed > 0 {
-        bail!("{failed} scenario(s) failed");
+    run("heartbeat_burst", heartbeats(&guests, &dir).await);
+    run("offline_delivery", offline_delivery(&guests, &dir).await);
+
+    // The driver's format: one row per scenario, in its order, then the legend, the reasons
+    // this column differs, and one overall line.
+    let results: Vec<Vec<report::Outcome>> = SCENARIOS
+        .iter()
+        .map(|s| {
+            let (_, r) = runs
+                .iter()
+                .find(|(n, _)| n == s)
+                .expect("every scenario ran");
+            vec![match r {
+                Ok(v) => report::Outcome {
+                    pass: true,
+                    text: report::cell(s, v),
+                    detail: v.to_string(),
+                },
+                Err(e) => report::Outcome {
+                    pass: false,
+                    text: "see failures".into(),
+                    detail: format!("{e:#}"),
+                },
+            }]
+        })
+        .collect();
+    let title = format!(
+        "job_queue embedded: the same scenarios, host embedded as a library ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let legend = format!("{}\n{NOTES}", report::LEGEND);
+    println!(
+        "{}",
+        report::render(
+            &title,
+            &["rust (embedded)".to_string()],
+            &SCENARIOS,
+            &results,
+            &legend
+        )
+    );
+    if results.iter().flatten().any(|o| !o.pass) {
+        std::process::exit(1);
     }
     Ok(())
 }
