@@ -31,4 +31,5 @@ pub async fn host(url: &str, cluster: &str, node: &str, ttl_ms: u64) -> Connecti
         .unwrap_or_else(|e| panic!("connect {node}: {e}"))
 }
 
+#[allow(unused_imports)] // not every suite waits
 pub use sluice_test_wait::wait_until_async;
