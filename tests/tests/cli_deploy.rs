@@ -335,18 +335,7 @@ async fn a_deploy_that_cannot_fit_is_refused_by_the_cli_and_the_admin_api_saying
         &["echo"],
         &capped("").replace("count = 6\n", "count = 6\nmemory_limit_mb = 0\n"),
     );
-    let out = sluice(
-        &bin,
-        &[
-            "deploy",
-            zero.path().to_str().unwrap(),
-            "--host",
-            &run.admin,
-        ],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    let stderr = text(&out.stderr);
+    let stderr = deploy_refused(&bin, zero.path(), &run.admin);
     assert!(
         stderr.contains("echo.memory_limit_mb must be in 1..=512, got 0"),
         "{stderr}"
@@ -360,18 +349,7 @@ async fn a_deploy_that_cannot_fit_is_refused_by_the_cli_and_the_admin_api_saying
             "\n[[supervisor.children]]\nname = \"other\"\nactor_type = \"Other\"\nmodule = \"echo.wasm\"\ncount = 5\n",
         ),
     );
-    let out = sluice(
-        &bin,
-        &[
-            "deploy",
-            crowded.path().to_str().unwrap(),
-            "--host",
-            &run.admin,
-        ],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    let stderr = text(&out.stderr);
+    let stderr = deploy_refused(&bin, crowded.path(), &run.admin);
     assert!(
         stderr.contains(
             "other: 5 supervised instances (count/keys) do not fit host.max_activations=10: \
@@ -422,4 +400,15 @@ async fn a_deploy_that_cannot_fit_is_refused_by_the_cli_and_the_admin_api_saying
     assert_eq!(echo_version(&after), 1, "{after}");
     let types = after["actor_types"].as_array().unwrap();
     assert!(types.iter().all(|t| t["actor_type"] != "Other"), "{after}");
+}
+
+/// `sluice deploy DIR --host ADMIN`, which must fail (exit 1): what it printed on stderr.
+fn deploy_refused(bin: &std::path::Path, dir: &std::path::Path, admin: &str) -> String {
+    let out = sluice(
+        bin,
+        &["deploy", dir.to_str().unwrap(), "--host", admin],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    text(&out.stderr)
 }

@@ -19,16 +19,7 @@ use sluice_runtime::{ErrorCode, Host};
 
 pub mod report;
 
-/// The scenarios, in the order the driver runs them.
-pub const SCENARIOS: [&str; 7] = [
-    "thundering_herd",
-    "config_wave_deploy",
-    "send_heartbeat",
-    "heartbeat_burst",
-    "telemetry_test",
-    "offline_delivery",
-    "poison_message",
-];
+pub use report::SCENARIOS;
 
 /// The leader's address.
 pub const LEADER: &str = "JobQueueLeader/main";

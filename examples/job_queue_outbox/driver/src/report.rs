@@ -4,6 +4,17 @@
 
 use serde_json::Value;
 
+/// The scenarios, in the order the driver (and the embedded example) runs them.
+pub const SCENARIOS: [&str; 7] = [
+    "thundering_herd",
+    "config_wave_deploy",
+    "send_heartbeat",
+    "heartbeat_burst",
+    "telemetry_test",
+    "offline_delivery",
+    "poison_message",
+];
+
 /// The widest line the table and the legend print.
 pub const MAX_COLUMNS: usize = 100;
 /// Width of the scenario column (the longest name, `config_wave_deploy`).

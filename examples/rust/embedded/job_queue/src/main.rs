@@ -21,6 +21,7 @@ use sluice_runtime::{ChildSpec, Host, HostConfig, MailboxStrategy};
 #[allow(dead_code)]
 #[path = "../../../../job_queue_outbox/driver/src/report.rs"]
 mod report;
+use report::SCENARIOS;
 
 const WORKERS: usize = 100;
 const MAX_ATTEMPTS: u32 = 5;
@@ -414,17 +415,6 @@ async fn poison_message(
         "replayed": replayed, "purged": purged}),
     )
 }
-
-/// The scenarios, in the driver's order (`examples/job_queue_outbox/driver`).
-const SCENARIOS: [&str; 7] = [
-    "thundering_herd",
-    "config_wave_deploy",
-    "send_heartbeat",
-    "heartbeat_burst",
-    "telemetry_test",
-    "offline_delivery",
-    "poison_message",
-];
 
 /// Why a number here differs from the driver's column for the same scenario, one line each.
 const NOTES: &str = "\
