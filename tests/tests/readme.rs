@@ -671,7 +671,7 @@ async fn readme_run_output_matches_a_real_sluice_run() {
         }
     }
     assert!(
-        !second.iter().any(|l| l.contains("] compiling ")),
+        !second.iter().any(|l| l.contains("] done: compiled ")),
         "a second start compiles nothing: {second:#?}"
     );
 }

@@ -88,9 +88,24 @@ async fn idle_eviction_never_drops_an_event() {
 /// consumer's idle timer fires with the queue empty and a send arrives on
 /// another thread before the consumer takes the lock. A 1 ms grace period and
 /// sends paced around it hit that window; no event may be lost or reordered.
-/// (Waits on a completion signal, never on a sleep.)
+/// (Waits on a completion signal, never on a sleep.) A loaded machine can keep the
+/// consumer behind the sender for a whole round, so that no timer fires: such a
+/// round proves nothing, and another is run, up to five.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_eviction_racing_sends_across_threads_loses_nothing() {
+    for _ in 0..5 {
+        let stats = paced_round().await;
+        eprintln!("{stats:?}");
+        if stats.idle_evictions > 0 {
+            return;
+        }
+    }
+    panic!("the grace period never elapsed between sends in five rounds");
+}
+
+/// 600 events of one principal, paced around a 1 ms grace period from another thread:
+/// every one is handled, in order. The dispatcher's stats afterwards.
+async fn paced_round() -> sluice_bus::DispatcherStats {
     const N: u32 = 600;
     let log: Log = Arc::default();
     let done = Arc::new(tokio::sync::Notify::new());
@@ -133,12 +148,7 @@ async fn idle_eviction_racing_sends_across_threads_loses_nothing() {
     sender.join().unwrap();
     let got: Vec<u32> = log.lock().iter().map(|(_, n)| *n).collect();
     assert_eq!(got, (0..N).collect::<Vec<_>>());
-    let stats = d.stats();
-    eprintln!("{stats:?}");
-    assert!(
-        stats.idle_evictions > 0,
-        "the grace period elapsed between sends"
-    );
+    d.stats()
 }
 
 #[tokio::test(start_paused = true)]

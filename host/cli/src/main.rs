@@ -475,12 +475,14 @@ async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpLis
     }
 }
 
-/// Per module while `sluice run` starts: compiling, then done or cached, with times (stderr).
+/// Per module while `sluice run` starts: loading, then compiled (done) or cached, with times
+/// (stderr). Whether the cache has it is known only once it is loaded, so the first line says
+/// neither.
 fn report_start_step(step: sluice_app::StartStep<'_>) {
     use sluice_app::StartStep;
     match step {
         StartStep::Compiling { child, bytes } => eprintln!(
-            "sluice: [{}] compiling {} ({:.1} MB)…",
+            "sluice: [{}] loading {} ({:.1} MB)…",
             child.actor_type,
             child.module.display(),
             bytes as f64 / 1e6
