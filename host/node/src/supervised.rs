@@ -47,19 +47,26 @@ impl Shared {
             };
             let held = matches!(self.claims.state(&id), State::Held);
             match placed {
-                Some(true) => match self.locate(&id, false).await {
-                    Ok(Target::Here) => {
-                        if let Err(e) = self.host.activate_supervised(&id) {
-                            tracing::warn!(actor = %id, error = %e, "cluster: starting a supervised instance failed");
-                            self.claims.settle(&id);
+                Some(true) => {
+                    // Ask the directory, not the hint: a hint names the member that held it
+                    // when this host last looked, and no call of ours would correct it.
+                    if !held {
+                        self.note_owner(&id, None);
+                    }
+                    match self.locate(&id, false).await {
+                        Ok(Target::Here) => {
+                            if let Err(e) = self.host.activate_supervised(&id) {
+                                tracing::warn!(actor = %id, error = %e, "cluster: starting a supervised instance failed");
+                                self.claims.settle(&id);
+                            }
+                        }
+                        // Still on the member placement picked before; it ends it when idle.
+                        Ok(Target::There(_)) => {}
+                        Err(e) => {
+                            tracing::debug!(actor = %id, error = %e, "cluster: supervised instance not placed yet");
                         }
                     }
-                    // Still on the member placement picked before; it ends it when idle.
-                    Ok(Target::There(_)) => {}
-                    Err(e) => {
-                        tracing::debug!(actor = %id, error = %e, "cluster: supervised instance not placed yet");
-                    }
-                },
+                }
                 // Placement moved it to another member: end it here when idle.
                 Some(false) if held => {
                     self.host.deactivate_idle(&id);
