@@ -97,11 +97,23 @@ async fn bench() -> anyhow::Result<()> {
     host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(10))
         .await
         .unwrap();
+    // A native actor on the same runtime: ractor, its tells from the same kind of loop.
+    let (native, _native_task) = ractor::Actor::spawn(None, NativeEcho, ()).await?;
     let rounds = 7;
     let per = n / rounds;
     let mut ratios = Vec::with_capacity(rounds);
+    let mut native_ratios = Vec::with_capacity(rounds);
     let (mut raw_best, mut tell_best, mut enqueue_best) = (0f64, 0f64, f64::MAX);
+    let mut native_best = 0f64;
     for _ in 0..rounds {
+        let t0 = Instant::now();
+        for _ in 0..per {
+            native.cast(Ping::Echo(payload.clone()))?;
+        }
+        let told = native.call(Ping::Flush, None).await?;
+        assert!(matches!(told, ractor::rpc::CallResult::Success(n) if n > 0));
+        let native_rate = per as f64 / t0.elapsed().as_secs_f64();
+        native_best = native_best.max(native_rate);
         let t0 = Instant::now();
         for _ in 0..per {
             raw.call("echo", &payload).await?;
@@ -117,17 +129,25 @@ async fn bench() -> anyhow::Result<()> {
             .unwrap();
         let tell_rate = per as f64 / t0.elapsed().as_secs_f64();
         ratios.push(tell_rate / raw_rate);
+        native_ratios.push(tell_rate / native_rate);
         raw_best = raw_best.max(raw_rate);
         tell_best = tell_best.max(tell_rate);
         enqueue_best = enqueue_best.min(enqueued.as_secs_f64() * 1e9 / per as f64);
     }
     ratios.sort_by(f64::total_cmp);
+    native_ratios.sort_by(f64::total_cmp);
     let turn_rows = (per, rounds);
     println!(
         "turn throughput: raw wasmtime {raw_best:.0}/s, sluice tell {tell_best:.0}/s (best of {rounds} rounds); ratio per round: median {:.2}x, min {:.2}x, max {:.2}x; producer's own cost {enqueue_best:.0} ns per tell",
         ratios[rounds / 2],
         ratios[0],
         ratios[rounds - 1]
+    );
+    println!(
+        "turn throughput against ractor: ractor {native_best:.0}/s (best of {rounds} rounds); sluice/ractor per round: median {:.2}x, min {:.2}x, max {:.2}x",
+        native_ratios[rounds / 2],
+        native_ratios[0],
+        native_ratios[rounds - 1]
     );
 
     // 1b. Two cores contending: two producer tasks, one per worker, tell at once into two
@@ -534,4 +554,43 @@ async fn contended_tells(host: &Host, targets: [&str; 2], payload: &[u8], per: u
         p.await.unwrap();
     }
     (2 * per) as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// The native baseline of the turn row: a ractor actor that takes each 64-byte payload as the
+/// echo guest does (and drops the reply a tell has no one to send to).
+struct NativeEcho;
+
+enum Ping {
+    Echo(Vec<u8>),
+    /// Replies the bytes seen so far, once every earlier message has been handled.
+    Flush(ractor::RpcReplyPort<u64>),
+}
+
+impl ractor::Actor for NativeEcho {
+    type Msg = Ping;
+    type State = u64;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<Ping>,
+        _: (),
+    ) -> Result<u64, ractor::ActorProcessingErr> {
+        Ok(0)
+    }
+
+    async fn handle(
+        &self,
+        _: ractor::ActorRef<Ping>,
+        msg: Ping,
+        seen: &mut u64,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        match msg {
+            Ping::Echo(p) => *seen += std::hint::black_box(p).len() as u64,
+            Ping::Flush(reply) => {
+                let _ = reply.send(*seen);
+            }
+        }
+        Ok(())
+    }
 }

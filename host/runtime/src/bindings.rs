@@ -1,4 +1,4 @@
-//! Host-side bindings of the `sluice:actor@0.1.0` world, generated once from `wit/`.
+//! Host-side bindings of the `sluice:actor@0.1.0` worlds, generated once from `wit/`.
 //!
 //! Imports are async (an `ask` awaits another actor) and trappable: a guest-handleable
 //! failure is an `actor-error` value, never a trap; only host bugs trap.
@@ -11,3 +11,21 @@ wasmtime::component::bindgen!({
 });
 
 pub use sluice::actor::types as wit;
+
+/// `batched-actor-world`: `actor-world` plus the `turns` import and the `batch` export. Its
+/// shared interfaces are the ones above, so a guest of either world takes the same types.
+pub mod batched {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "batched-actor-world",
+        // `turns.next` only touches the mailbox: synchronous, no future per turn.
+        imports: { "sluice:actor/turns.next": trappable, default: async | trappable },
+        exports: { default: async },
+        with: {
+            "sluice:actor/types": super::sluice::actor::types,
+            "sluice:actor/host": super::sluice::actor::host,
+            "sluice:actor/outbox": super::sluice::actor::outbox,
+            "sluice:actor/bus": super::sluice::actor::bus,
+        },
+    });
+}

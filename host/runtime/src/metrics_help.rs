@@ -14,6 +14,14 @@ pub fn describe() {
         "sluice_turn_seconds",
         "Time a turn spent in the handler, in seconds, by actor_type."
     );
+    describe_counter!(
+        "sluice_turn_batches_total",
+        "Guest calls that ran a batch of queued messages' turns (guests exporting batched turns), by actor_type."
+    );
+    describe_counter!(
+        "sluice_batched_turns_total",
+        "Turns run inside batched guest calls, by actor_type; divided by sluice_turn_batches_total, the mean batch size."
+    );
     describe_histogram!(
         "sluice_queue_seconds",
         "Time a message waited in the mailbox before its turn started, in seconds, by actor_type."

@@ -17,6 +17,10 @@ pub(crate) struct TypeMetrics {
     pub deadline_skipped: metrics::Counter,
     pub deadline_running: metrics::Counter,
     pub turn_seconds: metrics::Histogram,
+    /// Guest calls that ran a batch of turns, and the turns they ran (their ratio is the mean
+    /// batch size). Turns are counted by `turns_*` either way.
+    pub batches: metrics::Counter,
+    pub batched_turns: metrics::Counter,
     pub queue_seconds: metrics::Histogram,
     pub traps: metrics::Counter,
     pub restarts: metrics::Counter,
@@ -42,6 +46,8 @@ impl TypeMetrics {
             deadline_skipped: metrics::counter!("sluice_deadline_exceeded_total", "actor_type" => t.clone(), "skipped" => "true"),
             deadline_running: metrics::counter!("sluice_deadline_exceeded_total", "actor_type" => t.clone(), "skipped" => "false"),
             turn_seconds: metrics::histogram!("sluice_turn_seconds", "actor_type" => t.clone()),
+            batches: metrics::counter!("sluice_turn_batches_total", "actor_type" => t.clone()),
+            batched_turns: metrics::counter!("sluice_batched_turns_total", "actor_type" => t.clone()),
             queue_seconds: metrics::histogram!("sluice_queue_seconds", "actor_type" => t.clone()),
             traps: metrics::counter!("sluice_actor_traps_total", "actor_type" => t.clone()),
             restarts: metrics::counter!("sluice_actor_restarts_total", "actor_type" => t.clone()),

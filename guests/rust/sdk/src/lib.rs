@@ -18,7 +18,7 @@ use std::fmt;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../../wit",
-        world: "actor-world",
+        world: "batched-actor-world",
         pub_export_macro: true,
         default_bindings_module: "sluice_guest::bindings",
         additional_derives: [PartialEq, Eq],
@@ -356,7 +356,9 @@ pub trait Actor: Sized + 'static {
     fn handle(&mut self, env: Envelope) -> Result<Vec<u8>, Error>;
 }
 
-/// Exports a type implementing [`Actor`] as this component's `actor` interface.
+/// Exports a type implementing [`Actor`] as this component's `actor` interface, and its
+/// batched turns (`batch`): when messages queue up, the host hands them over in one call and
+/// each still runs through [`Actor::handle`], in order, with its own reply.
 #[macro_export]
 macro_rules! actor {
     ($ty:ty) => {
@@ -378,6 +380,16 @@ macro_rules! actor {
                     }
                     slot.as_mut().expect("initialised above").handle(env).map_err(Into::into)
                 })
+            }
+        }
+        impl $crate::bindings::exports::sluice::actor::batch::Guest for __SluiceExport {
+            fn run() {
+                let mut done: Option<Result<Vec<u8>, $crate::bindings::sluice::actor::types::ActorError>> = None;
+                while let Some(env) = $crate::bindings::sluice::actor::turns::next(
+                    done.as_ref().map(|r| r.as_ref().map(Vec::as_slice)),
+                ) {
+                    done = Some(<__SluiceExport as $crate::bindings::exports::sluice::actor::actor::Guest>::handle(env));
+                }
             }
         }
         $crate::bindings::export!(__SluiceExport);

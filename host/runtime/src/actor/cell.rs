@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use sluice_flow::mailbox::{Mailbox, MailboxStrategy, Offer, retry_after_ms};
+use sluice_flow::mailbox::{Mailbox, MailboxStrategy, Offer, ewma_micros, retry_after_ms};
 use tokio::sync::Notify;
 
 use super::actor_type::ActorType;
@@ -178,6 +178,48 @@ impl ActorCell {
     pub fn queue(&self) -> (usize, Option<Instant>) {
         let inbox = self.inbox.lock();
         (inbox.mb.len(), inbox.mb.front().map(|m| m.enqueued))
+    }
+
+    /// The turn of `msg` starts at `now`: a caller timing out learns that it ran, and the
+    /// message's queue time and the actor's last activity are recorded.
+    pub fn turn_starts(&self, msg: &Message, now: Instant) {
+        if let Some(r) = &msg.reply {
+            r.started.store(true, Ordering::Release);
+        }
+        self.ty
+            .metrics
+            .queue_seconds
+            .record(now.duration_since(msg.enqueued).as_secs_f64());
+        self.last_active.store(since_origin(now), Ordering::Relaxed);
+    }
+
+    /// A turn that started at `started` ended with a reply (`ok`) or a returned error.
+    pub fn turn_ended(&self, started: Instant, ok: bool) {
+        let took = started.elapsed();
+        let metrics = &self.ty.metrics;
+        metrics.turn_seconds.record(took.as_secs_f64());
+        let prev = self.mean_turn_us.load(Ordering::Relaxed);
+        self.mean_turn_us.store(
+            ewma_micros(prev, took.as_micros() as u64),
+            Ordering::Relaxed,
+        );
+        if ok {
+            metrics.turns_ok.increment(1);
+        } else {
+            metrics.turns_err.increment(1);
+        }
+    }
+
+    /// Answers an expired message without running it: its caller has given up, and a turn
+    /// would spend capacity on a reply nobody reads.
+    pub fn skip(&self, msg: Message) {
+        self.ty.metrics.turns_skipped.increment(1);
+        msg.answer(Err(ActorError::deadline_exceeded(true)));
+    }
+
+    /// Whether a message is queued.
+    pub fn has_queued(&self) -> bool {
+        !self.inbox.lock().mb.is_empty()
     }
 
     /// Takes the next message, marking the actor as running it. Also ends the previous turn

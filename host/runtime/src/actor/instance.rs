@@ -14,15 +14,23 @@ use super::env::Env;
 use super::module::ModuleVersion;
 use super::slots::{Slot, Slots, wait_until_dropped};
 use super::trap::{Failure, TurnInterrupted, classify};
+use crate::bindings::batched::BatchedActorWorld;
 use crate::bindings::{ActorWorld, wit};
 use crate::error::ActorError;
-use crate::guest::{StoreState, from_wit};
+use crate::guest::{StoreState, Turn, TurnFeed, from_wit};
+use crate::id::ActorId;
 use crate::message::Message;
+
+/// An instance's exports: one call per message, or batched turns as well.
+enum World {
+    One(ActorWorld),
+    Batched(BatchedActorWorld),
+}
 
 /// A live instance.
 pub(crate) struct Live {
     store: Store<StoreState>,
-    world: ActorWorld,
+    world: World,
     pub version: u64,
     /// Declared after the store, so it drops after it: clears `live` once the instance's
     /// memory is back in the pool.
@@ -91,7 +99,15 @@ pub(crate) async fn activate(
     });
     store.set_epoch_deadline(1);
     store.data_mut().turn.started = Instant::now();
-    let world = match module.pre.instantiate_async(&mut store).await {
+    let world = match &module.batched {
+        Some(pre) => pre.instantiate_async(&mut store).await.map(World::Batched),
+        None => module
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map(World::One),
+    };
+    let world = match world {
         Ok(w) => w,
         Err(e) => return Err(crash(&store, &e, "instantiating")),
     };
@@ -105,12 +121,19 @@ pub(crate) async fn activate(
             slots: env.slots.clone(),
         },
     };
-    match live
-        .world
-        .sluice_actor_actor()
-        .call_init(&mut live.store, &module.init_json)
-        .await
-    {
+    let init = match &live.world {
+        World::One(w) => {
+            w.sluice_actor_actor()
+                .call_init(&mut live.store, &module.init_json)
+                .await
+        }
+        World::Batched(w) => {
+            w.sluice_actor_actor()
+                .call_init(&mut live.store, &module.init_json)
+                .await
+        }
+    };
+    match init {
         Ok(Ok(())) => {}
         // `init` said no: the actor cannot start with this config; a restart may not help,
         // so it counts toward restart intensity like a trap.
@@ -131,14 +154,16 @@ fn crash(store: &Store<StoreState>, e: &wasmtime::Error, phase: &str) -> Crash {
     Crash { error, failure }
 }
 
-/// Runs one turn on `l`. The message's type and payload move into the envelope (no copy);
-/// the caller keeps the reply slot.
-pub(crate) async fn turn(
-    l: &mut Live,
-    max_turn: Duration,
+/// Moves `msg`'s type and payload into the envelope of its turn (no copy) and sets the
+/// store's turn up for it: its start, budget, deadline, principal and span. The caller keeps
+/// the reply slot.
+pub(crate) fn begin(
+    t: &mut Turn,
+    id: &ActorId,
     msg: &mut Message,
     now: Instant,
-) -> Result<Result<Vec<u8>, ActorError>, Crash> {
+    max_turn: Duration,
+) -> (wit::Envelope, tracing::Span) {
     let env = wit::Envelope {
         sender: msg.sender.as_ref().map(|s| String::from(s.as_str())),
         msg_type: std::mem::take(&mut msg.msg_type),
@@ -148,8 +173,7 @@ pub(crate) async fn turn(
             .deadline
             .map(|d| d.saturating_duration_since(now).as_millis() as u64),
     };
-    let span = turn_span(&l.store.data().self_id, &env.msg_type, msg.trace);
-    let t = &mut l.store.data_mut().turn;
+    let span = turn_span(id, &env.msg_type, msg.trace);
     t.trace = sluice_trace::of(&span);
     t.started = now;
     t.waited = Duration::ZERO;
@@ -157,23 +181,88 @@ pub(crate) async fn turn(
     t.max_turn = max_turn;
     // The turn's principal moves in; the message keeps the previous one (no refcount churn).
     std::mem::swap(&mut t.principal, &mut msg.principal);
-    l.store.set_epoch_deadline(1);
-    match l
-        .world
-        .sluice_actor_actor()
-        .call_handle(&mut l.store, &env)
-        .instrument(span.clone())
-        .await
-    {
-        Ok(Ok(bytes)) => {
+    (env, span)
+}
+
+/// Records how a turn ended on its span.
+pub(crate) fn record_outcome(span: &tracing::Span, outcome: &Result<Vec<u8>, ActorError>) {
+    match outcome {
+        Ok(_) => {
             span.record("outcome", "ok");
-            Ok(Ok(bytes))
         }
-        Ok(Err(e)) => {
-            let e = from_wit(e);
+        Err(e) => {
             span.record("outcome", "error");
-            span.record("error", tracing::field::display(&e));
-            Ok(Err(e))
+            span.record("error", tracing::field::display(e));
+        }
+    }
+}
+
+impl Live {
+    /// Whether the guest runs batched turns (it exports `batch`).
+    pub fn batches(&self) -> bool {
+        matches!(self.world, World::Batched(_))
+    }
+
+    /// Runs the turns `feed` hands out in one guest call (`batch.run`); the feed says which
+    /// ran and what is left. A trap is the running turn's (see [`TurnFeed::finish`]).
+    pub async fn batch(
+        &mut self,
+        feed: Box<dyn TurnFeed>,
+    ) -> (Box<dyn TurnFeed>, Result<(), Crash>) {
+        let World::Batched(w) = &self.world else {
+            unreachable!("batch called on a guest without batched turns")
+        };
+        self.store.data_mut().feed = Some(feed);
+        self.store.set_epoch_deadline(1);
+        let r = w.sluice_actor_batch().call_run(&mut self.store).await;
+        let data = self.store.data_mut();
+        let feed = data
+            .feed
+            .take()
+            .expect("the feed stays installed through the call");
+        let r = r.map_err(|e| {
+            let c = crash(&self.store, &e, "handle");
+            let span = &self.store.data().turn.span;
+            span.record("outcome", "crash");
+            span.record("error", tracing::field::display(&c.error));
+            c
+        });
+        // The last turn's span ends with the call.
+        self.store.data_mut().turn.span = tracing::Span::none();
+        (feed, r)
+    }
+}
+
+/// Runs one turn on `l`. The message's type and payload move into the envelope (no copy);
+/// the caller keeps the reply slot.
+pub(crate) async fn turn(
+    l: &mut Live,
+    max_turn: Duration,
+    msg: &mut Message,
+    now: Instant,
+) -> Result<Result<Vec<u8>, ActorError>, Crash> {
+    let data = l.store.data_mut();
+    let (env, span) = begin(&mut data.turn, &data.self_id, msg, now, max_turn);
+    l.store.set_epoch_deadline(1);
+    let r = match &l.world {
+        World::One(w) => {
+            w.sluice_actor_actor()
+                .call_handle(&mut l.store, &env)
+                .instrument(span.clone())
+                .await
+        }
+        World::Batched(w) => {
+            w.sluice_actor_actor()
+                .call_handle(&mut l.store, &env)
+                .instrument(span.clone())
+                .await
+        }
+    };
+    match r {
+        Ok(r) => {
+            let r = r.map_err(from_wit);
+            record_outcome(&span, &r);
+            Ok(r)
         }
         Err(e) => {
             let c = crash(&l.store, &e, "handle");
@@ -188,7 +277,7 @@ pub(crate) async fn turn(
 /// carries none). Disabled, and free, while traces are off: the hot path then allocates
 /// nothing for tracing. A guest's `host.log` lines are events of this span.
 fn turn_span(
-    actor: &crate::id::ActorId,
+    actor: &ActorId,
     msg_type: &str,
     parent: Option<sluice_trace::TraceParent>,
 ) -> tracing::Span {

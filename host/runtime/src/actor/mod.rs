@@ -3,9 +3,10 @@
 //! an actor's turns and supervises its instance, and what a trap becomes.
 //!
 //! The files depend on each other in one direction only: `module` ← `actor_type` ← `slots` ←
-//! `cell` ← `registry` ← `eviction`; `env`, `trap` ← `instance` ← `supervisor`.
+//! `cell` ← `registry` ← `eviction`; `env`, `trap` ← `instance` ← `batch` ← `supervisor`.
 
 pub(crate) mod actor_type;
+pub(crate) mod batch;
 pub(crate) mod cell;
 pub(crate) mod env;
 pub(crate) mod eviction;

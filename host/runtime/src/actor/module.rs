@@ -5,6 +5,7 @@ use std::sync::Arc;
 use sluice_flow::mailbox::MailboxStrategy;
 
 use crate::bindings::ActorWorldPre;
+use crate::bindings::batched::BatchedActorWorldPre;
 use crate::config::{ChildSpec, WasiGrants};
 use crate::guest::StoreState;
 
@@ -12,6 +13,8 @@ use crate::guest::StoreState;
 pub(crate) struct ModuleVersion {
     pub version: u64,
     pub pre: ActorWorldPre<StoreState>,
+    /// The same module as a guest of `batched-actor-world`, when it exports `batch`.
+    pub batched: Option<BatchedActorWorldPre<StoreState>>,
     pub spec: ChildSpec,
     /// `spec.wasi`, shared by every activation's store.
     pub wasi: Arc<WasiGrants>,

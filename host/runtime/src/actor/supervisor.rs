@@ -1,5 +1,6 @@
 //! The task that runs one activation: it takes one message at a time from the cell's mailbox
-//! (so turns are sequential by construction), skips the expired, brings the instance up and
+//! (so turns are sequential by construction; a guest with batched turns takes the queue behind
+//! it the same way, one `turns.next` at a time, in one call), skips the expired, brings the instance up and
 //! restarts it after a crash within the child's restart intensity, and ends the activation
 //! when it is evicted, idle, stopped or the host shuts down — then gives its slot back.
 
@@ -7,16 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use sluice_flow::mailbox::ewma_micros;
 use sluice_flow::supervision::RestartIntensity;
 
+use super::batch::Feed;
 use super::cell::{ActorCell, InboxState};
 use super::env::Env;
 use super::instance::{Crash, Live, activate, turn};
 use super::module::ModuleVersion;
 use super::registry::TypeEntry;
 use super::trap::Failure;
-use crate::clock::since_origin;
 use crate::error::ActorError;
 use crate::message::Message;
 
@@ -84,20 +84,10 @@ impl<'a> Supervisor<'a> {
             };
             let now = Instant::now();
             if msg.deadline.is_some_and(|d| d <= now) {
-                // The caller has given up; running the turn would spend capacity on a reply
-                // nobody reads.
-                cell.ty.metrics.turns_skipped.increment(1);
                 cell.inbox.lock().running = false;
-                msg.answer(Err(ActorError::deadline_exceeded(true)));
+                cell.skip(msg);
                 continue;
             }
-            if let Some(r) = &msg.reply {
-                r.started.store(true, Ordering::Release);
-            }
-            let metrics = &cell.ty.metrics;
-            metrics
-                .queue_seconds
-                .record(now.duration_since(msg.enqueued).as_secs_f64());
             if self
                 .live
                 .as_ref()
@@ -120,26 +110,25 @@ impl<'a> Supervisor<'a> {
                     continue;
                 }
             }
+            let l = self.live.as_ref().expect("brought up above");
+            // One message queued is one call to `handle`; more, and a guest with batched
+            // turns takes them in one call.
+            if l.batches() && cell.has_queued() {
+                match self.batch(msg).await {
+                    Some(next) => ready = next,
+                    None => return,
+                }
+                continue;
+            }
             let l = self.live.as_mut().expect("brought up above");
-            cell.last_active.store(since_origin(now), Ordering::Relaxed);
+            cell.turn_starts(&msg, now);
             self.env.inflight.fetch_add(1, Ordering::Relaxed);
             let max_turn = Duration::from_millis(self.env.config.max_turn_ms);
             let outcome = turn(l, max_turn, &mut msg, now).await;
             self.env.inflight.fetch_sub(1, Ordering::Relaxed);
-            let took = now.elapsed();
-            metrics.turn_seconds.record(took.as_secs_f64());
-            let prev = cell.mean_turn_us.load(Ordering::Relaxed);
-            cell.mean_turn_us.store(
-                ewma_micros(prev, took.as_micros() as u64),
-                Ordering::Relaxed,
-            );
             match outcome {
                 Ok(reply) => {
-                    if reply.is_ok() {
-                        metrics.turns_ok.increment(1);
-                    } else {
-                        metrics.turns_err.increment(1);
-                    }
+                    cell.turn_ended(now, reply.is_ok());
                     // The turn is over before anyone hears of it: a caller that got its reply
                     // must never find this actor still counted as mid-turn (admission depth,
                     // LRU eviction). Ending it and taking the next message share one lock.
@@ -147,7 +136,7 @@ impl<'a> Supervisor<'a> {
                     msg.answer(reply);
                 }
                 Err(c) => {
-                    if !self.crashed(c, msg).await {
+                    if !self.crashed(c, Some(msg)).await {
                         return;
                     }
                 }
@@ -155,10 +144,56 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// Runs `first` and the messages queued behind it in one guest call (see `batch.rs`).
+    /// The message taken for the next turn, or `None` when the actor was stopped.
+    async fn batch(&mut self, first: Message) -> Option<Option<Message>> {
+        let cell = self.cell;
+        let l = self.live.as_mut().expect("a live instance runs the batch");
+        let config = &self.env.config;
+        let feed = Feed::new(
+            cell.clone(),
+            first,
+            l.version,
+            config.max_batch_turns,
+            Duration::from_millis(config.max_turn_ms),
+        );
+        self.env.inflight.fetch_add(1, Ordering::Relaxed);
+        let (mut feed, outcome) = l.batch(Box::new(feed)).await;
+        self.env.inflight.fetch_sub(1, Ordering::Relaxed);
+        let end = feed.finish();
+        cell.ty.metrics.batches.increment(1);
+        cell.ty
+            .metrics
+            .batched_turns
+            .increment(u64::from(end.turns));
+        match outcome {
+            Ok(()) => {
+                // Taking the next message ends the running turn's count (see `ActorCell::pop`).
+                let ready = end.ready.or_else(|| cell.pop());
+                if let Some(m) = end.running {
+                    cell.ty.metrics.turns_err.increment(1);
+                    m.answer(Err(ActorError::internal(
+                        "the guest's batch.run returned before ending its turn",
+                    )));
+                }
+                Some(ready)
+            }
+            Err(c) => {
+                if !self.crashed(c, end.running).await {
+                    return None;
+                }
+                if end.ready.is_some() {
+                    cell.inbox.lock().running = true;
+                }
+                Some(end.ready)
+            }
+        }
+    }
+
     /// A turn crashed: count it, answer its caller, and restart the instance (before the
     /// next message, as a supervisor would) unless restart intensity is exceeded. False when
     /// the actor was stopped.
-    async fn crashed(&mut self, c: Crash, msg: Message) -> bool {
+    async fn crashed(&mut self, c: Crash, msg: Option<Message>) -> bool {
         let cell = self.cell;
         match c.failure {
             Failure::Interrupted => cell.ty.metrics.turns_interrupted.increment(1),
@@ -169,7 +204,9 @@ impl<'a> Supervisor<'a> {
         self.live = None;
         let module = cell.ty.current();
         let restart = self.may_restart(&module, c.failure);
-        msg.answer(Err(c.error));
+        if let Some(msg) = msg {
+            msg.answer(Err(c.error));
+        }
         if !restart {
             cell.inbox.lock().running = false;
             self.stop();

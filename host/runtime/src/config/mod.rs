@@ -30,6 +30,11 @@ pub struct HostConfig {
     pub memory_limit_mb: u64,
     /// Wall time one turn may run (excluding awaits on `ask`) before it is interrupted. Default 10 s.
     pub max_turn_ms: u64,
+    /// Most turns one guest call runs for a guest that exports batched turns (`batch` in
+    /// `batched-actor-world`). Adaptive below it: a batch takes the messages queued when each
+    /// turn ends, so an actor with one message runs one turn. 1 = a call per message for every
+    /// guest. Default 32.
+    pub max_batch_turns: u32,
     /// An idle keyed actor is deactivated after this long; 0 = never. Default 5 minutes.
     pub idle_deactivate_ms: u64,
     /// Default deadline stamped on external calls and on turns an actor starts on its own
@@ -61,6 +66,7 @@ impl Default for HostConfig {
             max_activations: 1000,
             memory_limit_mb: 128,
             max_turn_ms: 10_000,
+            max_batch_turns: 32,
             idle_deactivate_ms: 300_000,
             call_timeout_ms: 30_000,
             max_payload_bytes: 5 * 1024 * 1024,
@@ -91,6 +97,7 @@ impl HostConfig {
             1..=MAX_MEMORY_LIMIT_MB,
         )?;
         range::check("host.max_turn_ms", self.max_turn_ms, 1..=HOUR_MS)?;
+        range::check("host.max_batch_turns", self.max_batch_turns, 1..=4096)?;
         range::check(
             "host.idle_deactivate_ms",
             self.idle_deactivate_ms,

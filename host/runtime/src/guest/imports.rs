@@ -7,7 +7,9 @@ use sluice_flow::deadline;
 use wasmtime::Result as WtResult;
 
 use super::StoreState;
+use super::convert::from_wit;
 use super::convert::{delivery_path, receipt, to_wit};
+use crate::bindings::batched::sluice::actor::turns;
 use crate::bindings::sluice::actor::{bus, host, outbox, types};
 use crate::bindings::wit;
 use crate::error::ActorError;
@@ -98,6 +100,9 @@ impl host::Host for StoreState {
 
     async fn log(&mut self, level: wit::LogLevel, msg: String) -> WtResult<()> {
         let actor = self.self_id.as_str();
+        // A batched turn's lines belong to its own span (a single turn's call is instrumented
+        // with its span instead, and this one is then disabled).
+        let _in_turn = self.turn.span.enter();
         match level {
             wit::LogLevel::Trace => tracing::trace!(target: "sluice::guest", actor, "{msg}"),
             wit::LogLevel::Debug => tracing::debug!(target: "sluice::guest", actor, "{msg}"),
@@ -164,5 +169,20 @@ impl bus::Host for StoreState {
                 )
             })
             .map_err(to_wit))
+    }
+}
+
+impl turns::Host for StoreState {
+    fn next(
+        &mut self,
+        done: Option<Result<Vec<u8>, wit::ActorError>>,
+    ) -> WtResult<Option<wit::Envelope>> {
+        let Some(feed) = self.feed.as_mut() else {
+            return Err(wasmtime::Error::msg(
+                "turns.next called outside batch.run (the host runs this guest one call per message)",
+            ));
+        };
+        feed.next(done.map(|r| r.map_err(from_wit)), &mut self.turn)
+            .map_err(wasmtime::Error::msg)
     }
 }

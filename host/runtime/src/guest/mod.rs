@@ -20,6 +20,7 @@ use crate::call::{CallOptions, DeliveryPath, TellReceipt};
 use crate::config::WasiGrants;
 use crate::error::ActorError;
 use crate::id::ActorId;
+use crate::message::Message;
 
 pub(crate) use convert::from_wit;
 
@@ -86,6 +87,33 @@ pub(crate) trait GuestHost: Send + Sync {
     fn system(&self) -> Arc<str>;
 }
 
+/// Where a batched guest's `turns.next` takes its messages from: the mailbox of the activation
+/// the instance runs, installed in its store when the guest exports `batch`. Implemented by
+/// the actor side (`actor/batch.rs`); this side only relays the guest's calls.
+pub(crate) trait TurnFeed: Send {
+    /// Ends the running turn with `done` (answering its caller) and starts the next one,
+    /// setting `turn` up for it: its envelope, or `None` when the batch is over. An `Err` is
+    /// the guest breaking the protocol (a result with no turn running, or no result for the
+    /// running one); it traps.
+    fn next(
+        &mut self,
+        done: Option<Result<Vec<u8>, ActorError>>,
+        turn: &mut Turn,
+    ) -> Result<Option<wit::Envelope>, &'static str>;
+    /// Once `batch.run` returned or trapped: what became of the batch.
+    fn finish(&mut self) -> BatchEnd;
+}
+
+/// What a batch left behind.
+pub(crate) struct BatchEnd {
+    /// Turns it started.
+    pub turns: u32,
+    /// The message whose turn was running: a trap's, or one the guest never ended.
+    pub running: Option<Message>,
+    /// The message already taken for the turn after the batch.
+    pub ready: Option<Message>,
+}
+
 /// What a turn in progress knows about itself; imports read it to relay deadline and principal.
 pub(crate) struct Turn {
     pub started: Instant,
@@ -96,6 +124,9 @@ pub(crate) struct Turn {
     pub max_turn: Duration,
     /// The turn's span context, sent with every call it makes; `None` when traces are off.
     pub trace: Option<sluice_trace::TraceParent>,
+    /// A batched turn's span (disabled when traces are off), entered by `log`: a batch runs in
+    /// one guest call, so its turns cannot each instrument the call as a single turn does.
+    pub span: tracing::Span,
 }
 
 /// Refuses memory growth past the actor's limit and remembers that it did, so the trap that
@@ -139,6 +170,9 @@ pub(crate) struct StoreState {
     host: Weak<dyn GuestHost>,
     pub self_id: ActorId,
     pub turn: Turn,
+    /// The mailbox a batched guest pulls its turns from; `None` for a guest of one message
+    /// per call (`turns.next` then traps).
+    pub feed: Option<Box<dyn TurnFeed>>,
 }
 
 impl StoreState {
@@ -168,7 +202,9 @@ impl StoreState {
                 principal,
                 max_turn,
                 trace: None,
+                span: tracing::Span::none(),
             },
+            feed: None,
         }
     }
 

@@ -13,6 +13,7 @@ use super::inner::HostInner;
 use crate::actor::cell::InboxState;
 use crate::actor::module::ModuleVersion;
 use crate::bindings::ActorWorldPre;
+use crate::bindings::batched::BatchedActorWorldPre;
 use crate::config::ChildSpec;
 use crate::error::LoadError;
 use crate::id::ActorId;
@@ -75,12 +76,18 @@ impl HostInner {
             reason: format!("{e:#}"),
         };
         let pre = self.linker.instantiate_pre(&component).map_err(link)?;
-        let pre = ActorWorldPre::new(pre).map_err(link)?;
         let config = &self.env.config;
+        // A guest of `batched-actor-world` (it exports `batch`) runs queued messages in one
+        // call; any other is a guest of `actor-world`, one call per message.
+        let batched = (config.max_batch_turns > 1)
+            .then(|| BatchedActorWorldPre::new(pre.clone()).ok())
+            .flatten();
+        let pre = ActorWorldPre::new(pre).map_err(link)?;
         let memory_mb = spec.memory_limit_mb.unwrap_or(config.memory_limit_mb);
         let module = ModuleVersion {
             version: 1,
             pre,
+            batched,
             strategy,
             init_json: spec.init_json(),
             memory_limit: (memory_mb as usize) << 20,

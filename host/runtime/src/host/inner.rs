@@ -51,6 +51,11 @@ impl HostInner {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         ActorWorld::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)
             .map_err(link)?;
+        crate::bindings::batched::sluice::actor::turns::add_to_linker::<
+            StoreState,
+            HasSelf<StoreState>,
+        >(&mut linker, |s| s)
+        .map_err(link)?;
         let cache = ComponentCache::new(engine.clone(), config.cache_dir.clone());
         let ticker = EpochTicker::start(engine.clone());
         let bus = HostBus::new(&config.bus, config.max_payload_bytes);

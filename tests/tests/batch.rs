@@ -1,0 +1,270 @@
+//! Batched turns (`batched-actor-world`): a guest that exports `batch` runs the messages queued
+//! behind a turn in one call, and each keeps every per-message guarantee of a single turn: its
+//! order, its own reply as its turn ends, a skip when it expired, its own `max_turn_ms`, and a
+//! trap that costs only its own turn (the later messages run once, on the restarted instance).
+//!
+//! The Rust SDK exports `batch` for every actor. Each test holds the actor in a long turn,
+//! queues messages behind it, and reads the batch counters to prove the queue ran batched.
+
+use std::time::{Duration, Instant};
+
+use sluice_runtime::{ChildSpec, ErrorCode, Host, HostConfig};
+use sluice_tests::{host_with, install_metrics, metric, test_config, type_status, wait_until};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A host running the `batch` guest as actor type `ty` (each test its own, for its metrics).
+async fn batch_host(ty: &str, cfg: HostConfig) -> Host {
+    install_metrics();
+    host_with(cfg, vec![(ChildSpec::new(ty, "batch.wasm"), "batch")]).await
+}
+
+/// Holds `id` in a turn of `ms` milliseconds and returns once that turn has started.
+async fn hold(host: &Host, ty: &str, id: &str, ms: u64) {
+    host.tell(id, "hold", ms.to_string()).await.unwrap();
+    wait_until(T, "the hold turn to start", || {
+        type_status(host, ty).active == 1 && type_status(host, ty).queued == 0
+    })
+    .await;
+}
+
+/// Waits until `n` messages are queued behind the running turn of `ty`.
+async fn queued(host: &Host, ty: &str, n: usize) {
+    wait_until(T, "the messages to queue", || {
+        type_status(host, ty).queued == n
+    })
+    .await;
+}
+
+fn batches(ty: &str) -> (f64, f64) {
+    (
+        metric("sluice_turn_batches_total", &[("actor_type", ty)]),
+        metric("sluice_batched_turns_total", &[("actor_type", ty)]),
+    )
+}
+
+fn text(r: Vec<u8>) -> String {
+    String::from_utf8(r).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_reply_its_own() {
+    let ty = "BatchOrder";
+    let host = batch_host(ty, test_config()).await;
+    let id = "BatchOrder/1";
+    // A message alone is one call to `handle`, not a batch.
+    assert_eq!(
+        text(host.ask(id, "seq", "alone", T).await.unwrap()),
+        "1:alone"
+    );
+    assert_eq!(batches(ty), (0.0, 0.0));
+
+    hold(&host, ty, id, 1500).await;
+    for i in 0..40 {
+        host.tell(id, "seq", i.to_string()).await.unwrap();
+    }
+    let asks: Vec<_> = (40..50)
+        .map(|i| {
+            let host = host.clone();
+            tokio::spawn(async move { (i, host.ask(id, "seq", i.to_string(), T).await) })
+        })
+        .collect();
+    queued(&host, ty, 50).await;
+    let mut replies = Vec::new();
+    for a in asks {
+        let (i, r) = a.await.unwrap();
+        replies.push((i, text(r.unwrap())));
+    }
+    let seen = text(host.ask(id, "seen", "", T).await.unwrap());
+    let seen: Vec<&str> = seen.split(',').collect();
+    // The tells ran in the order they were sent, after the lone message.
+    let told: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+    assert_eq!(seen[0], "alone");
+    assert_eq!(seen[1..41], told[..]);
+    // Each ask got the reply of its own turn: its position in the order it ran.
+    for (i, reply) in replies {
+        let pos = seen.iter().position(|s| *s == i.to_string()).unwrap();
+        assert_eq!(reply, format!("{}:{i}", pos + 1));
+    }
+    assert_eq!(seen.len(), 51, "every message ran once: {seen:?}");
+    // 50 turns behind the hold: two batches at least (32 at most each), all 50 batched; the
+    // `seen` ask came alone.
+    let (calls, turns) = batches(ty);
+    assert_eq!(turns, 50.0, "batched turns");
+    assert!((2.0..=3.0).contains(&calls), "{calls} batches for 50 turns");
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "ok")]
+        ),
+        53.0,
+        "turns are counted one by one: alone, hold, 50 queued, seen"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_batch_turns_1_runs_a_batching_guest_one_call_per_message() {
+    let ty = "BatchOff";
+    let cfg = HostConfig {
+        max_batch_turns: 1,
+        ..test_config()
+    };
+    let host = batch_host(ty, cfg).await;
+    let id = "BatchOff/1";
+    hold(&host, ty, id, 500).await;
+    for i in 0..10 {
+        host.tell(id, "seq", i.to_string()).await.unwrap();
+    }
+    let seen = text(host.ask(id, "seen", "", T).await.unwrap());
+    assert_eq!(seen, "0,1,2,3,4,5,6,7,8,9");
+    assert_eq!(batches(ty), (0.0, 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn() {
+    let ty = "BatchTrap";
+    let host = batch_host(ty, test_config()).await;
+    let id = "BatchTrap/1";
+    hold(&host, ty, id, 1000).await;
+    let asks: Vec<_> = (0..32)
+        .map(|i| {
+            let op = if i == 16 { "trap" } else { "seq" };
+            (i, op)
+        })
+        .collect();
+    // Queued one at a time, so the mailbox order is 0..32.
+    let mut pending = Vec::new();
+    for (i, op) in asks {
+        let h = host.clone();
+        pending.push((
+            i,
+            tokio::spawn(async move { h.ask(id, op, i.to_string(), T).await }),
+        ));
+        queued(&host, ty, i + 1).await;
+    }
+    let mut replies = Vec::new();
+    for (i, p) in pending {
+        replies.push((i, p.await.unwrap()));
+    }
+    for (i, r) in replies {
+        match i {
+            // Before the trap: the first instance's turns, their replies intact.
+            0..16 => assert_eq!(text(r.unwrap()), format!("{}:{i}", i + 1)),
+            16 => {
+                let e = r.unwrap_err();
+                assert_eq!(e.code, ErrorCode::Internal, "{e}");
+                assert!(e.to_string().contains("trapped"), "{e}");
+            }
+            // After it: still queued when the instance trapped, run by the restarted one.
+            _ => assert_eq!(text(r.unwrap()), format!("{}:{i}", i - 16)),
+        }
+    }
+    // Each later message ran exactly once, in order, on the new instance.
+    let seen = text(host.ask(id, "seen", "", T).await.unwrap());
+    let after: Vec<String> = (17..32).map(|i| i.to_string()).collect();
+    assert_eq!(seen, after.join(","));
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "trapped")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "ok")]
+        ),
+        // hold, 31 seq, seen
+        33.0
+    );
+    assert_eq!(
+        batches(ty).1,
+        32.0,
+        "the trap's batch ran 17 turns, the next 15"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start() {
+    let ty = "BatchExpire";
+    let host = batch_host(ty, test_config()).await;
+    let id = "BatchExpire/1";
+    hold(&host, ty, id, 800).await;
+    let h = host.clone();
+    let a = tokio::spawn(async move { h.ask(id, "seq", "a", T).await });
+    queued(&host, ty, 1).await;
+    let h = host.clone();
+    // Its caller gives up long before the hold ends.
+    let b = tokio::spawn(async move { h.ask(id, "seq", "b", Duration::from_millis(100)).await });
+    queued(&host, ty, 2).await;
+    let h = host.clone();
+    let c = tokio::spawn(async move { h.ask(id, "seq", "c", T).await });
+    queued(&host, ty, 3).await;
+    assert_eq!(text(a.await.unwrap().unwrap()), "1:a");
+    let e = b.await.unwrap().unwrap_err();
+    assert_eq!(e.code, ErrorCode::DeadlineExceeded, "{e}");
+    assert_eq!(text(c.await.unwrap().unwrap()), "2:c");
+    assert_eq!(text(host.ask(id, "seen", "", T).await.unwrap()), "a,c");
+    assert_eq!(
+        metric("sluice_turns_skipped_total", &[("actor_type", ty)]),
+        1.0
+    );
+    assert!(batches(ty).0 >= 1.0, "a, b and c ran as a batch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms() {
+    let ty = "BatchRunaway";
+    let cfg = HostConfig {
+        max_turn_ms: 400,
+        ..test_config()
+    };
+    let host = batch_host(ty, cfg).await;
+    let id = "BatchRunaway/1";
+    hold(&host, ty, id, 300).await;
+    // Two turns of 250 ms each: over 400 ms together, so a budget per batch (not per turn)
+    // would interrupt the second.
+    let mut pending = Vec::new();
+    for (i, (op, arg)) in [
+        ("spin", "250"),
+        ("spin", "250"),
+        ("forever", ""),
+        ("seq", "x"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let h = host.clone();
+        pending.push(tokio::spawn(async move {
+            let r = h.ask(id, op, arg, T).await;
+            (r, Instant::now())
+        }));
+        queued(&host, ty, i + 1).await;
+    }
+    let mut out = Vec::new();
+    for p in pending {
+        out.push(p.await.unwrap());
+    }
+    assert_eq!(text(out[0].0.clone().unwrap()), "250");
+    assert_eq!(text(out[1].0.clone().unwrap()), "250");
+    let e = out[2].0.clone().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(e.to_string().contains("max_turn_ms=400"), "{e}");
+    // The runaway started when the second spin ended (its reply reached the caller a little
+    // later); it was stopped at its own 400 ms, not at a budget the batch had left.
+    let ran = out[2].1.duration_since(out[1].1);
+    assert!(
+        ran >= Duration::from_millis(300) && ran < Duration::from_millis(2000),
+        "the runaway ran {ran:?} before its interrupt"
+    );
+    assert_eq!(text(out[3].0.clone().unwrap()), "1:x");
+    assert!(batches(ty).0 >= 1.0);
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "interrupted")]
+        ),
+        1.0
+    );
+}
