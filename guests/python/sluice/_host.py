@@ -85,7 +85,11 @@ class DispatchOutcome(StrEnum):
     @property
     def dead_lettered(self) -> bool:
         """In the dead-letter queue at once."""
-        return self in (DispatchOutcome.NOT_FOUND, DispatchOutcome.EXPIRED, DispatchOutcome.DEAD_LETTERED)
+        return self in (
+            DispatchOutcome.NOT_FOUND,
+            DispatchOutcome.EXPIRED,
+            DispatchOutcome.DEAD_LETTERED,
+        )
 
 
 @dataclass(frozen=True)

@@ -376,7 +376,7 @@ class FakeHost:
             self._queue(to, req.msg_type, bytes(req.payload), req.dispatcher_id)
         answer = self.dispatch_result
         if answer is None:
-            outcomes: Sequence[DispatchOutcome | str] = [DispatchOutcome.DELIVERED] * len(req.targets)
+            outcomes: Sequence[DispatchOutcome | str] = ["delivered"] * len(req.targets)
         else:
             outcomes = answer(req) if callable(answer) else answer
         r = DispatchResult.of(outcomes)
