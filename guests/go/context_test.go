@@ -163,3 +163,31 @@ func TestEnumsRoundTripThroughJSONAndRefuseUnknownNames(t *testing.T) {
 		t.Fatalf("marshal out of range: %v", err)
 	}
 }
+
+func TestDispatchOutcomesHaveWitNamesAndAddUpToTheCounts(t *testing.T) {
+	names := []string{"delivered", "deduplicated", "queued-behind-pending", "queued-at-limit",
+		"queued-refused", "queued-failed", "queued-out-of-time", "not-found", "expired", "dead-lettered"}
+	var all []sluice.DispatchOutcome
+	for i, name := range names {
+		o := sluice.DispatchOutcome(i)
+		if o.String() != name || !o.Valid() {
+			t.Fatalf("outcome %d is %q, want %q", i, o, name)
+		}
+		all = append(all, o)
+	}
+	if sluice.DispatchOutcome(10).Valid() || sluice.DispatchOutcome(10).String() != "DispatchOutcome(10)" {
+		t.Fatal("out of range")
+	}
+	r := sluice.NewDispatchResult(all...)
+	if r.Delivered != 1 || r.Deduplicated != 1 || r.Queued != 5 || r.DeadLettered != 3 || len(r.Outcomes) != 10 {
+		t.Fatalf("counts: %+v", r)
+	}
+	b, err := json.Marshal(r.Outcomes[6:8])
+	if err != nil || string(b) != `["queued-out-of-time","not-found"]` {
+		t.Fatalf("marshal: %s %v", b, err)
+	}
+	var back []sluice.DispatchOutcome
+	if err := json.Unmarshal(b, &back); err != nil || back[1] != sluice.OutcomeNotFound {
+		t.Fatalf("unmarshal: %v %v", back, err)
+	}
+}

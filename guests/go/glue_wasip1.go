@@ -196,7 +196,15 @@ func (witBackend) Dispatch(req DispatchRequest) (DispatchResult, error) {
 		return DispatchResult{}, fromWit(r.Err())
 	}
 	res := r.Ok()
-	return DispatchResult{Accepted: res.Accepted, Rejected: res.Rejected}, nil
+	// The WIT enum's cases are DispatchOutcome's, in the same order.
+	outcomes := make([]DispatchOutcome, len(res.Outcomes))
+	for i, o := range res.Outcomes {
+		outcomes[i] = DispatchOutcome(o)
+	}
+	return DispatchResult{
+		Delivered: res.Delivered, Deduplicated: res.Deduplicated, Queued: res.Queued,
+		DeadLettered: res.DeadLettered, Outcomes: outcomes,
+	}, nil
 }
 
 func (witBackend) TellReliable(to, msgType string, payload []byte) (DeliveryPath, error) {

@@ -184,10 +184,112 @@ type DispatchRequest struct {
 	TTLMs          *uint64
 }
 
-// DispatchResult: Accepted = delivered now; Rejected = left in the outbox for the relay.
+// DispatchOutcome is the WIT `dispatch-outcome`: what Dispatch did with one target. Only
+// OutcomeDelivered means the receiver has it now; every Queued outcome is stored and the relay
+// delivers it (nothing to resend); NotFound, Expired and DeadLettered targets are in the
+// dead-letter queue. String and MarshalText use the WIT names ("not-found").
+type DispatchOutcome uint8
+
+// The dispatch outcomes, in the WIT order.
+const (
+	// OutcomeDelivered: delivered by the immediate attempt (in the mailbox, or handled for a call).
+	OutcomeDelivered DispatchOutcome = iota
+	// OutcomeDeduplicated: absorbed by its idempotency key; nothing more happens for it.
+	OutcomeDeduplicated
+	// OutcomeQueuedBehindPending: left for the relay behind an earlier pending message to the
+	// same receiver; it follows in order.
+	OutcomeQueuedBehindPending
+	// OutcomeQueuedAtLimit: left for the relay; its concurrency limit for the receiver's type
+	// had no free permit.
+	OutcomeQueuedAtLimit
+	// OutcomeQueuedRefused: left for the relay; the receiver refused for capacity.
+	OutcomeQueuedRefused
+	// OutcomeQueuedFailed: left for the relay; the attempt failed in a way that may pass.
+	OutcomeQueuedFailed
+	// OutcomeQueuedOutOfTime: left for the relay; the turn's deadline passed before or during
+	// the attempt.
+	OutcomeQueuedOutOfTime
+	// OutcomeNotFound: dead-lettered at once; no actor type of the receiver's name.
+	OutcomeNotFound
+	// OutcomeExpired: dead-lettered at once; its ttl had passed.
+	OutcomeExpired
+	// OutcomeDeadLettered: dead-lettered at once for another permanent failure.
+	OutcomeDeadLettered
+)
+
+var outcomeNames = [...]string{
+	OutcomeDelivered: "delivered", OutcomeDeduplicated: "deduplicated",
+	OutcomeQueuedBehindPending: "queued-behind-pending", OutcomeQueuedAtLimit: "queued-at-limit",
+	OutcomeQueuedRefused: "queued-refused", OutcomeQueuedFailed: "queued-failed",
+	OutcomeQueuedOutOfTime: "queued-out-of-time", OutcomeNotFound: "not-found",
+	OutcomeExpired: "expired", OutcomeDeadLettered: "dead-lettered",
+}
+
+// String is the WIT name ("queued-at-limit"), or "DispatchOutcome(N)" for a value out of range.
+func (o DispatchOutcome) String() string {
+	if o.Valid() {
+		return outcomeNames[o]
+	}
+	return "DispatchOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Valid reports whether o is one of the WIT cases.
+func (o DispatchOutcome) Valid() bool { return int(o) < len(outcomeNames) }
+
+// Queued reports whether the target was left in the outbox for the relay.
+func (o DispatchOutcome) Queued() bool {
+	return o >= OutcomeQueuedBehindPending && o <= OutcomeQueuedOutOfTime
+}
+
+// DeadLettered reports whether the target went to the dead-letter queue at once
+// (OutcomeNotFound, OutcomeExpired, OutcomeDeadLettered).
+func (o DispatchOutcome) DeadLettered() bool {
+	return o >= OutcomeNotFound && o <= OutcomeDeadLettered
+}
+
+// MarshalText is the WIT name; a value out of range is an INVALID_ARGUMENT error.
+func (o DispatchOutcome) MarshalText() ([]byte, error) {
+	if !o.Valid() {
+		return nil, Errorf(CodeInvalidArgument, "unknown dispatch outcome %d", uint8(o))
+	}
+	return []byte(outcomeNames[o]), nil
+}
+
+// UnmarshalText takes a WIT name ("not-found"); anything else is INVALID_ARGUMENT.
+func (o *DispatchOutcome) UnmarshalText(text []byte) error {
+	i, err := parseName(outcomeNames[:], text, "dispatch outcome")
+	*o = DispatchOutcome(i)
+	return err
+}
+
+// DispatchResult is what Dispatch did (WIT `dispatch-result`): counts by kind and one
+// outcome per target, in the order of the request's Targets. The four counts add up to the
+// number of targets.
 type DispatchResult struct {
-	Accepted uint32
-	Rejected uint32
+	Delivered    uint32 // delivered by the immediate attempt
+	Deduplicated uint32 // absorbed by their idempotency key
+	Queued       uint32 // left in the outbox for the relay (every Queued outcome)
+	DeadLettered uint32 // dead-lettered at once (NotFound, Expired, DeadLettered)
+	Outcomes     []DispatchOutcome
+}
+
+// NewDispatchResult is the result with these per-target outcomes and the counts they add up
+// to; fakes use it to script a dispatch.
+func NewDispatchResult(outcomes ...DispatchOutcome) DispatchResult {
+	r := DispatchResult{Outcomes: outcomes}
+	for _, o := range outcomes {
+		switch {
+		case o == OutcomeDelivered:
+			r.Delivered++
+		case o == OutcomeDeduplicated:
+			r.Deduplicated++
+		case o.Queued():
+			r.Queued++
+		case o.DeadLettered():
+			r.DeadLettered++
+		}
+	}
+	return r
 }
 
 // DefaultDispatchMsgType is the msg-type receivers see when a dispatch names none.

@@ -6,8 +6,12 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_runtime::{ChildSpec, ErrorCode, HostConfig};
-use sluice_tests::{Lang, guest, json, per_language, poly_host, test_config};
+use sluice_outbox::{Outbox, OutboxConfig};
+use sluice_runtime::{ChildSpec, ErrorCode, HostConfig, MailboxStrategy};
+use sluice_tests::{
+    Lang, guest, json, per_language, poly_host, recorded_by, test_config, wait_until,
+    wait_until_async,
+};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -15,6 +19,7 @@ per_language!(
     echo_contract_holds_on_the_real_host,
     plain_error_is_internal_with_its_message_and_the_state_survives,
     outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host,
+    dispatch_reports_each_targets_outcome_in_request_order,
     trap_restarts_the_instance_and_the_next_message_succeeds,
     ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_found,
     overloaded_callee_reaches_guest_as_overloaded_with_its_details,
@@ -198,6 +203,73 @@ async fn outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host(lang: 
     // Every host has a bus: with no subscriber a publish succeeds and reaches nobody.
     let r = via_guest(&host, "publish", json!({"topic": "a.b", "payload": "x"})).await;
     assert_eq!(r, json!({"ok": true}));
+}
+
+/// `outbox.dispatch` gives each target's own outcome, in the order of the targets, through every
+/// SDK: one delivered now, one with no actor type (`not-found`, dead-lettered at once), one
+/// whose full mailbox refuses (`queued-refused`), one behind the same receiver's earlier message
+/// in this dispatch (`queued-behind-pending`), and a repeated key (`deduplicated`). The counts
+/// add up to the same. The queued ones are then delivered by the relay.
+async fn dispatch_reports_each_targets_outcome_in_request_order(lang: Lang) {
+    let Some(host) = poly_host(
+        test_config(),
+        lang,
+        vec![
+            (echo_spec(), "echo"),
+            (
+                ChildSpec::new("Slow", "slow.wasm").mailbox(1, MailboxStrategy::Error),
+                "slow",
+            ),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::open_sqlite(dir.path().join("outbox.db"), OutboxConfig::default())
+        .await
+        .expect("outbox opens");
+    host.attach_outbox(outbox);
+    // Slow/1 busy in a long turn with one more message in its mailbox of one: it refuses.
+    host.tell("Slow/1", "sleep", "3000").await.unwrap();
+    wait_until(T, "Slow/1 busy", || host.inflight_turns() == 1).await;
+    host.tell("Slow/1", "sleep", "1").await.unwrap();
+
+    let r = via_guest(
+        &host,
+        "dispatch",
+        json!({"targets": ["Echo/2", "Nope/1", "Slow/1", "Echo/2"], "msg_type": "record",
+               "payload": "1"}),
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({"ok": true, "delivered": 1, "deduplicated": 0, "queued": 2, "dead_lettered": 1,
+               "outcomes": ["delivered", "not-found", "queued-refused", "queued-behind-pending"]}),
+    );
+    let keyed = json!({"targets": ["Echo/3"], "msg_type": "record", "payload": "k",
+                       "idempotency_key": "once"});
+    let r = via_guest(&host, "dispatch", keyed.clone()).await;
+    assert_eq!(r["outcomes"], json!(["delivered"]), "{r}");
+    let r = via_guest(&host, "dispatch", keyed).await;
+    assert_eq!(
+        r,
+        json!({"ok": true, "delivered": 0, "deduplicated": 1, "queued": 0, "dead_lettered": 0,
+               "outcomes": ["deduplicated"]}),
+    );
+
+    // Queued means the relay delivers it: Echo/2 gets its second message; dead-lettered means
+    // it is in the DLQ.
+    wait_until_async(
+        T,
+        "the relay to deliver Echo/2's second message",
+        || async { recorded_by(&host, "Echo/2").await.len() == 2 },
+    )
+    .await;
+    let dead = host.outbox().unwrap().dlq_list(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].receiver, "Nope/1", "{dead:?}");
 }
 
 async fn trap_restarts_the_instance_and_the_next_message_succeeds(lang: Lang) {

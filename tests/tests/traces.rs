@@ -255,7 +255,8 @@ async fn a_dispatch_refused_once_then_relayed_is_one_trace_from_ingress_to_the_r
         ask_traced(&run, "Echo/d/ask/dispatch", None, job.to_string()).await;
     assert_eq!(
         reply,
-        serde_json::json!({"ok": true, "accepted": 1, "rejected": 1}),
+        serde_json::json!({"ok": true, "delivered": 1, "deduplicated": 0, "queued": 1,
+            "dead_lettered": 0, "outcomes": ["queued-refused", "delivered"]}),
         "the worker's immediate attempt is refused and left to the relay; the echo actor's is taken"
     );
 

@@ -78,15 +78,24 @@ func workerIDs(n int) []string {
 	return ids
 }
 
-// counts is the accepted/rejected pair of one or more dispatches.
+// counts adds up what one or more dispatches did with their targets: delivered now, absorbed
+// by the idempotency key, queued for the relay, or dead-lettered at once.
 type counts struct {
-	Accepted uint32 `json:"accepted"`
-	Rejected uint32 `json:"rejected"`
+	Delivered    uint32 `json:"delivered"`
+	Deduplicated uint32 `json:"deduplicated"`
+	Queued       uint32 `json:"queued"`
+	DeadLettered uint32 `json:"dead_lettered"`
+}
+
+func countsOf(r *sluice.DispatchResult) counts {
+	return counts{r.Delivered, r.Deduplicated, r.Queued, r.DeadLettered}
 }
 
 func (c *counts) add(r *sluice.DispatchResult) {
-	c.Accepted += r.Accepted
-	c.Rejected += r.Rejected
+	c.Delivered += r.Delivered
+	c.Deduplicated += r.Deduplicated
+	c.Queued += r.Queued
+	c.DeadLettered += r.DeadLettered
 }
 
 // handleThunderingHerd fans one task out to every worker at once, then dispatches it again
@@ -115,22 +124,20 @@ func (j *JobQueueLeader) handleThunderingHerd(ctx context.Context, env *sluice.E
 	if err != nil {
 		return nil, fmt.Errorf("thundering_herd redelivery: %w", err)
 	}
-	// Rejected messages wait in the outbox; the relay delivers them with AIMD and backoff.
+	// Queued messages wait in the outbox; the relay delivers them with AIMD and backoff.
 	return sluice.Reply(struct {
-		Targets    int    `json:"targets"`
-		Accepted   uint32 `json:"accepted"`
-		Rejected   uint32 `json:"rejected"`
+		Targets int `json:"targets"`
+		counts
 		WallMs     uint64 `json:"wall_ms"`
 		Redelivery counts `json:"redelivery"`
-	}{len(targets), first.Accepted, first.Rejected, wallMs, counts{again.Accepted, again.Rejected}})
+	}{len(targets), countsOf(first), wallMs, countsOf(again)})
 }
 
 type waveResult struct {
-	Wave     int    `json:"wave"`
-	Targets  int    `json:"targets"`
-	Accepted uint32 `json:"accepted"`
-	Rejected uint32 `json:"rejected"`
-	WallMs   uint64 `json:"wall_ms"`
+	Wave    int `json:"wave"`
+	Targets int `json:"targets"`
+	counts
+	WallMs uint64 `json:"wall_ms"`
 }
 
 // handleConfigWaveDeploy rolls a config version out in waves; every worker of a wave also
@@ -160,10 +167,10 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(ctx context.Context, env *sluice
 		if err != nil {
 			return nil, fmt.Errorf("config wave %d: %w", wave, err)
 		}
-		waves = append(waves, waveResult{wave, len(targets), result.Accepted, result.Rejected, host.NowMs() - t0})
+		waves = append(waves, waveResult{wave, len(targets), countsOf(result), host.NowMs() - t0})
 		total.add(result)
 		// Every worker of the wave downloads the version from the wave's server,
-		// cs-(wave mod 2): it takes one at a time with two slots, so it fills; rejected
+		// cs-(wave mod 2): it takes one at a time with two slots, so it fills; queued
 		// downloads wait in the outbox.
 		server := fmt.Sprintf("ConfigServer/cs-%d", wave%configServers)
 		for i := start; i < end; i++ {
@@ -178,10 +185,9 @@ func (j *JobQueueLeader) handleConfigWaveDeploy(ctx context.Context, env *sluice
 		}
 	}
 	return sluice.Reply(map[string]any{
-		"waves":                  waves,
-		"total_accepted":         total.Accepted,
-		"total_rejected":         total.Rejected,
-		"config_server_rejected": servers.Rejected,
+		"waves":                waves,
+		"total":                total,
+		"config_server_queued": servers.Queued,
 	})
 }
 
@@ -202,7 +208,10 @@ func (j *JobQueueLeader) handleSendHeartbeat(ctx context.Context, env *sluice.En
 	if err != nil {
 		return nil, fmt.Errorf("send_heartbeat %d: %w", seq, err)
 	}
-	return sluice.Reply(map[string]any{"seq": seq, "accepted": result.Accepted, "rejected": result.Rejected})
+	return sluice.Reply(struct {
+		Seq int `json:"seq"`
+		counts
+	}{seq, countsOf(result)})
 }
 
 // handleHeartbeatBurst has Worker/worker-101 send the leader a burst of heartbeats while the
@@ -291,12 +300,11 @@ func (j *JobQueueLeader) handleFirmwareRollout(ctx context.Context, env *sluice.
 		}
 		total.add(result)
 	}
-	return sluice.Reply(map[string]any{
-		"targets":  req.Devices,
-		"messages": req.Devices * req.Count,
-		"accepted": total.Accepted,
-		"rejected": total.Rejected,
-	})
+	return sluice.Reply(struct {
+		Targets  int `json:"targets"`
+		Messages int `json:"messages"`
+		counts
+	}{req.Devices, req.Devices * req.Count, total})
 }
 
 // handlePoison dispatches a task the worker cannot parse, in call mode: every attempt fails
@@ -308,5 +316,5 @@ func (j *JobQueueLeader) handlePoison(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("poison: %w", err)
 	}
-	return sluice.Reply(counts{result.Accepted, result.Rejected})
+	return sluice.Reply(countsOf(result))
 }

@@ -44,6 +44,12 @@ func newFake(t *testing.T) *fakeHost {
 	return f
 }
 
+// script has every dispatch answer these per-target outcomes.
+func script(f *fakeHost, outcomes ...sluice.DispatchOutcome) {
+	r := sluice.NewDispatchResult(outcomes...)
+	f.Result = &r
+}
+
 func call(t *testing.T, role Role, msgType string, payload string) map[string]any {
 	t.Helper()
 	out, err := role.Handle(context.Background(), &sluice.Envelope{MsgType: msgType, Payload: []byte(payload)})
@@ -78,7 +84,17 @@ func payloadOf(t *testing.T, req *sluice.DispatchRequest) map[string]any {
 
 func TestThunderingHerdDispatchesTheSameTaskTwiceWithOneKey(t *testing.T) {
 	f := newFake(t)
-	f.Result = &sluice.DispatchResult{Accepted: 3, Rejected: 2}
+	// The first dispatch delivers three and queues two at the relay's limit; the second is
+	// absorbed whole by the key.
+	n := 0
+	f.DispatchResultFunc = func(req sluice.DispatchRequest) sluice.DispatchResult {
+		n++
+		d, q, dup := sluice.OutcomeDelivered, sluice.OutcomeQueuedAtLimit, sluice.OutcomeDeduplicated
+		if n == 1 {
+			return sluice.NewDispatchResult(d, d, d, q, q)
+		}
+		return sluice.NewDispatchResult(dup, dup, dup, dup, dup)
+	}
 	got := call(t, NewJobQueueLeader(), "thundering_herd", `{"workers": 5, "task_id": "herd-9"}`)
 	reqs := dispatches(f)
 	if len(reqs) != 2 {
@@ -95,10 +111,10 @@ func TestThunderingHerdDispatchesTheSameTaskTwiceWithOneKey(t *testing.T) {
 			t.Fatalf("payload %v", p)
 		}
 	}
-	if got["targets"] != 5.0 || got["accepted"] != 3.0 || got["rejected"] != 2.0 {
+	if got["targets"] != 5.0 || got["delivered"] != 3.0 || got["queued"] != 2.0 || got["deduplicated"] != 0.0 {
 		t.Fatalf("reply %v", got)
 	}
-	if re := got["redelivery"].(map[string]any); re["accepted"] != 3.0 || re["rejected"] != 2.0 {
+	if re := got["redelivery"].(map[string]any); re["deduplicated"] != 5.0 || re["delivered"] != 0.0 {
 		t.Fatalf("redelivery %v", re)
 	}
 	if _, ok := got["wall_ms"]; !ok {
@@ -106,9 +122,9 @@ func TestThunderingHerdDispatchesTheSameTaskTwiceWithOneKey(t *testing.T) {
 	}
 }
 
-func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *testing.T) {
+func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsQueuedDownloads(t *testing.T) {
 	f := newFake(t)
-	f.Result = &sluice.DispatchResult{Accepted: 1, Rejected: 1}
+	script(f, sluice.OutcomeDelivered, sluice.OutcomeQueuedRefused)
 	got := call(t, NewJobQueueLeader(), "config_wave_deploy", `{"workers": 5, "wave_size": 2, "version": "2.1.0"}`)
 	reqs := dispatches(f)
 	// 3 waves (2, 2, 1 workers) + 5 downloads.
@@ -138,7 +154,8 @@ func TestConfigWaveDeploySendsEveryWorkerItsDownloadAndSumsServerRejections(t *t
 	if len(waves) != 3 || waves[2].(map[string]any)["targets"] != 1.0 || waves[1].(map[string]any)["wave"] != 1.0 {
 		t.Fatalf("waves %v", waves)
 	}
-	if got["total_accepted"] != 3.0 || got["total_rejected"] != 3.0 || got["config_server_rejected"] != 5.0 {
+	total := got["total"].(map[string]any)
+	if total["delivered"] != 3.0 || total["queued"] != 3.0 || got["config_server_queued"] != 5.0 {
 		t.Fatalf("reply %v", got)
 	}
 }
@@ -179,7 +196,7 @@ func TestLeaderRecordsHeartbeatsOnceAndTakesThemAsDispatch(t *testing.T) {
 
 func TestHeartbeatBurstAsksWorker101AndRelaysItsReply(t *testing.T) {
 	f := newFake(t)
-	f.AskReply = []byte(`{"sent":50,"accepted":9,"rejected":41}`)
+	f.AskReply = []byte(`{"sent":50,"delivered":9,"deduplicated":41,"queued":0,"dead_lettered":0}`)
 	out, err := NewJobQueueLeader().Handle(context.Background(), &sluice.Envelope{MsgType: "heartbeat_burst", Payload: []byte(`{"count":50}`)})
 	if err != nil || string(out) != string(f.AskReply) {
 		t.Fatalf("%q %v", out, err)
@@ -240,9 +257,10 @@ func TestTelemetryFailsOnAnUnexpectedTellError(t *testing.T) {
 
 func TestFirmwareRolloutAndPoisonUseCallMode(t *testing.T) {
 	f := newFake(t)
-	f.Result = &sluice.DispatchResult{Accepted: 0, Rejected: 4}
+	q := sluice.OutcomeQueuedFailed
+	script(f, q, q, q, q)
 	got := call(t, NewJobQueueLeader(), "firmware_rollout", `{"devices": 4, "count": 3}`)
-	if got["targets"] != 4.0 || got["messages"] != 12.0 || got["accepted"] != 0.0 || got["rejected"] != 12.0 {
+	if got["targets"] != 4.0 || got["messages"] != 12.0 || got["delivered"] != 0.0 || got["queued"] != 12.0 {
 		t.Fatalf("reply %v", got)
 	}
 	reqs := dispatches(f)
@@ -251,7 +269,7 @@ func TestFirmwareRolloutAndPoisonUseCallMode(t *testing.T) {
 	}
 	got = call(t, NewJobQueueLeader(), "poison", `{}`)
 	r := dispatches(f)[3]
-	if r.Mode != sluice.ModeCall || r.IdempotencyKey != "poison-1" || r.Targets[0] != "Worker/poison" || got["rejected"] != 4.0 {
+	if r.Mode != sluice.ModeCall || r.IdempotencyKey != "poison-1" || r.Targets[0] != "Worker/poison" || got["queued"] != 4.0 {
 		t.Fatalf("poison %+v %v", r, got)
 	}
 	if p := payloadOf(t, r); p["body"] != "{malformed" {

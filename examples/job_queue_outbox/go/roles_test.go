@@ -70,9 +70,9 @@ func TestFreshWorkerStateHasNullVersionAndEmptyLists(t *testing.T) {
 
 func TestWorkerSendsOverwritingHeartbeats(t *testing.T) {
 	f := newFake(t)
-	f.Result = &sluice.DispatchResult{Accepted: 1}
+	script(f, sluice.OutcomeDelivered)
 	got := call(t, initRole(t, `{"role":"worker"}`), "send_heartbeats", `{"count":4,"to":"JobQueueLeader/main"}`)
-	if got["sent"] != 4.0 || got["accepted"] != 4.0 || got["rejected"] != 0.0 {
+	if got["sent"] != 4.0 || got["delivered"] != 4.0 || got["queued"] != 0.0 {
 		t.Fatalf("reply %v", got)
 	}
 	reqs := dispatches(f)

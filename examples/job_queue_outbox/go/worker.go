@@ -102,5 +102,8 @@ func (w *Worker) sendHeartbeats(ctx context.Context, env *sluice.Envelope) ([]by
 		}
 		total.add(result)
 	}
-	return sluice.Reply(map[string]any{"sent": req.Count, "accepted": total.Accepted, "rejected": total.Rejected})
+	return sluice.Reply(struct {
+		Sent int `json:"sent"`
+		counts
+	}{req.Count, total})
 }

@@ -16,6 +16,17 @@ COLLECTOR = "TelemetryCollector/main"
 HEARTBEAT_KEY = "hb-leader-worker-101"
 
 
+def counts(*results: sluice.DispatchResult) -> dict[str, int]:
+    """What one or more dispatches did with their targets, added up: delivered now, absorbed by
+    the idempotency key, queued for the relay, or dead-lettered at once."""
+    return {
+        "delivered": sum(r.delivered for r in results),
+        "deduplicated": sum(r.deduplicated for r in results),
+        "queued": sum(r.queued for r in results),
+        "dead_lettered": sum(r.dead_lettered for r in results),
+    }
+
+
 def is_heartbeat(msg) -> bool:
     return isinstance(msg, dict) and msg.get("type") == "heartbeat"
 
@@ -77,28 +88,20 @@ class JobQueueLeader(Role):
         workers = [f"Worker/worker-{i}" for i in range(n)]
         payload = {"task": "thundering_herd", "priority": "high", "task_id": task_id}
         start = host.now_ms()
-        accepted, rejected = host.outbox.dispatch(CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
+        first = host.outbox.dispatch(CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
         wall_ms = host.now_ms() - start
         # The very same dispatch again: a redelivery the idempotency key must absorb.
-        again_accepted, again_rejected = host.outbox.dispatch(
-            CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append"
-        )
-        return {
-            "targets": n,
-            "accepted": accepted,
-            "rejected": rejected,
-            "wall_ms": wall_ms,
-            "redelivery": {"accepted": again_accepted, "rejected": again_rejected},
-        }
+        again = host.outbox.dispatch(CTX, DISPATCHER_ID, workers, payload, "cast", task_id, "append")
+        return {"targets": n, **counts(first), "wall_ms": wall_ms, "redelivery": counts(again)}
 
     def handle_config_wave_deploy(self, msg):
         n, version = msg.get("workers", 100), msg.get("version", "2.1.0")
         wave_size = max(1, msg.get("wave_size", 20))
-        waves, total_accepted, total_rejected, server_rejected = [], 0, 0, 0
+        waves, results, server_queued = [], [], 0
         for wave, first in enumerate(range(0, n, wave_size)):
             members = range(first, min(first + wave_size, n))
             start = host.now_ms()
-            accepted, rejected = host.outbox.dispatch(
+            result = host.outbox.dispatch(
                 CTX,
                 DISPATCHER_ID,
                 [f"Worker/worker-{i}" for i in members],
@@ -111,18 +114,16 @@ class JobQueueLeader(Role):
                 {
                     "wave": wave,
                     "targets": len(members),
-                    "accepted": accepted,
-                    "rejected": rejected,
+                    **counts(result),
                     "wall_ms": host.now_ms() - start,
                 }
             )
-            total_accepted += accepted
-            total_rejected += rejected
+            results.append(result)
             # Every worker of the wave downloads the firmware from the wave's two-slot config
             # server, cs-(wave mod 2): one download per dispatch, faster than it serves them.
             for i in members:
                 worker = f"Worker/worker-{i}"
-                _, rejected = host.outbox.dispatch(
+                download = host.outbox.dispatch(
                     CTX,
                     DISPATCHER_ID,
                     [f"ConfigServer/cs-{wave % 2}"],
@@ -131,19 +132,14 @@ class JobQueueLeader(Role):
                     f"dl-{version}-{worker}",
                     "append",
                 )
-                server_rejected += rejected
-        return {
-            "waves": waves,
-            "total_accepted": total_accepted,
-            "total_rejected": total_rejected,
-            "config_server_rejected": server_rejected,
-        }
+                server_queued += download.queued
+        return {"waves": waves, "total": counts(*results), "config_server_queued": server_queued}
 
     def handle_send_heartbeat(self, msg):
         self.heartbeat_seq += 1
         seq = self.heartbeat_seq
         workers = [f"Worker/worker-{i}" for i in range(msg.get("workers", 100))]
-        accepted, rejected = host.outbox.dispatch(
+        result = host.outbox.dispatch(
             CTX,
             DISPATCHER_ID,
             workers,
@@ -152,7 +148,7 @@ class JobQueueLeader(Role):
             HEARTBEAT_KEY,
             "overwrite",
         )
-        return {"seq": seq, "accepted": accepted, "rejected": rejected}
+        return {"seq": seq, **counts(result)}
 
     def handle_heartbeat_burst(self, msg):
         # While this turn waits for worker-101, the heartbeats it sends pile up in our mailbox.
@@ -203,22 +199,14 @@ class JobQueueLeader(Role):
     def handle_firmware_rollout(self, msg):
         devices = [f"Device/dev-{d}" for d in range(msg.get("devices", 10))]
         count = msg.get("count", 20)
-        total_accepted, total_rejected = 0, 0
-        for k in range(count):
-            accepted, rejected = host.outbox.dispatch(
-                CTX, DISPATCHER_ID, devices, {"firmware": k}, "call", f"fw-{k}", "append"
-            )
-            total_accepted += accepted
-            total_rejected += rejected
-        return {
-            "targets": len(devices),
-            "messages": len(devices) * count,
-            "accepted": total_accepted,
-            "rejected": total_rejected,
-        }
+        results = [
+            host.outbox.dispatch(CTX, DISPATCHER_ID, devices, {"firmware": k}, "call", f"fw-{k}", "append")
+            for k in range(count)
+        ]
+        return {"targets": len(devices), "messages": len(devices) * count, **counts(*results)}
 
     def handle_poison(self, msg):
-        accepted, rejected = host.outbox.dispatch(
+        result = host.outbox.dispatch(
             CTX,
             DISPATCHER_ID,
             ["Worker/poison"],
@@ -227,7 +215,7 @@ class JobQueueLeader(Role):
             "poison-1",
             "append",
         )
-        return {"accepted": accepted, "rejected": rejected}
+        return counts(result)
 
 
 class Worker(Role):
@@ -265,9 +253,8 @@ class Worker(Role):
 
     def handle_send_heartbeats(self, msg):
         count, to = msg.get("count", 50), msg.get("to", LEADER)
-        accepted, rejected = 0, 0
-        for seq in range(1, count + 1):
-            a, r = host.outbox.dispatch(
+        results = [
+            host.outbox.dispatch(
                 CTX,
                 host.self_id(),
                 [to],
@@ -276,9 +263,9 @@ class Worker(Role):
                 HEARTBEAT_KEY,
                 "overwrite",
             )
-            accepted += a
-            rejected += r
-        return {"sent": count, "accepted": accepted, "rejected": rejected}
+            for seq in range(1, count + 1)
+        ]
+        return {"sent": count, **counts(*results)}
 
     def handle_fix(self, msg):
         self.fixed = True

@@ -1,5 +1,5 @@
 // What every role shares: the protocol's constants, payload parsing, the busy-wait.
-import { type Envelope, InvalidArgument, encodeUtf8, host } from "@sluice/guest";
+import { type DispatchResult, type Envelope, InvalidArgument, encodeUtf8, host } from "@sluice/guest";
 
 /** Who dispatches (recorded with each outbox message and used as its sender). */
 export const DISPATCHER_ID = "job-queue-leader";
@@ -7,6 +7,27 @@ export const DISPATCHER_ID = "job-queue-leader";
 export const ctx = JSON.stringify({ tenant: "default", namespace: "default" });
 /** The seed's heartbeat key: every heartbeat overwrites the pending one. */
 export const KEY = "hb-leader-worker-101";
+
+/** What one or more dispatches did with their targets, added up: delivered now, absorbed by the
+ * idempotency key, queued for the relay, or dead-lettered at once. */
+export interface DispatchCounts {
+  delivered: number;
+  deduplicated: number;
+  queued: number;
+  dead_lettered: number;
+}
+
+/** The counts of `results`, added up. */
+export function countsOf(...results: DispatchResult[]): DispatchCounts {
+  const c: DispatchCounts = { delivered: 0, deduplicated: 0, queued: 0, dead_lettered: 0 };
+  for (const r of results) {
+    c.delivered += r.delivered;
+    c.deduplicated += r.deduplicated;
+    c.queued += r.queued;
+    c.dead_lettered += r.deadLettered;
+  }
+  return c;
+}
 
 /** One role of the job queue: handles the messages of its actor type. */
 export interface Role {

@@ -4,7 +4,8 @@ import {
   type Envelope, InvalidArgument, ResourceExhausted, SluiceError, host,
 } from "@sluice/guest";
 import {
-  DISPATCHER_ID, KEY, type Role, SeenList, ctx, jsonBytes, payloadOf, unknownMessage, workerIds,
+  DISPATCHER_ID, type DispatchCounts, KEY, type Role, SeenList, countsOf, ctx, jsonBytes, payloadOf, unknownMessage,
+  workerIds,
 } from "./common.ts";
 
 const COLLECTOR = "TelemetryCollector/main";
@@ -17,11 +18,6 @@ const BURST_EVERY = 10;
 const BURST_SIZE = 6;
 const TELEMETRY_ASK_MS = 2000;
 const HEARTBEAT_BURST_ASK_MS = 20_000;
-
-export interface DispatchCounts {
-  accepted: number;
-  rejected: number;
-}
 
 export interface WaveResult extends DispatchCounts {
   wave: number;
@@ -61,14 +57,11 @@ export class JobQueueLeader implements Role {
     const targets = workerIds(workers);
     const payloadBytes = jsonBytes({ task: "thundering_herd", priority: "high", task_id });
     const t0 = host.nowMs();
-    const [accepted, rejected] = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, payloadBytes, "cast", task_id, "append");
+    const first = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, payloadBytes, "cast", task_id, "append");
     const wallMs = host.nowMs() - t0;
     // The idempotency key must absorb this one: every worker still processes the task once.
-    const [a2, r2] = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, payloadBytes, "cast", task_id, "append");
-    return {
-      targets: targets.length, accepted, rejected, wall_ms: wallMs,
-      redelivery: { accepted: a2, rejected: r2 },
-    };
+    const again = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, payloadBytes, "cast", task_id, "append");
+    return { targets: targets.length, ...countsOf(first), wall_ms: wallMs, redelivery: countsOf(again) };
   }
 
   /**
@@ -79,36 +72,33 @@ export class JobQueueLeader implements Role {
     if (!(wave_size > 0)) throw new InvalidArgument("INVALID_ARGUMENT: wave_size must be positive");
     const configBytes = jsonBytes({ task: "config", version });
     const waves: WaveResult[] = [];
-    let totalAccepted = 0, totalRejected = 0, configServerRejected = 0;
+    const results = [];
+    let configServerQueued = 0;
     for (let start = 0, wave = 0; start < workers; start += wave_size, wave++) {
       const end = Math.min(start + wave_size, workers);
       const targets = workerIds(end, start);
       const t0 = host.nowMs();
-      const [accepted, rejected] = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, configBytes, "cast", `config-${version}`, "append");
-      waves.push({ wave, targets: targets.length, accepted, rejected, wall_ms: host.nowMs() - t0 });
-      totalAccepted += accepted;
-      totalRejected += rejected;
+      const result = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, configBytes, "cast", `config-${version}`, "append");
+      waves.push({ wave, targets: targets.length, ...countsOf(result), wall_ms: host.nowMs() - t0 });
+      results.push(result);
       // Every worker of the wave downloads the version from the wave's config server
       // (`cs-(wave mod 2)`): one download per dispatch, faster than the server's 2 ms each.
       const server = `ConfigServer/cs-${wave % CONFIG_SERVERS}`;
       for (const w of targets) {
-        const [, refused] = host.outbox.dispatch(
+        const download = host.outbox.dispatch(
           ctx, DISPATCHER_ID, [server], jsonBytes({ download: version, worker: w }), "cast", `dl-${version}-${w}`, "append");
-        configServerRejected += refused;
+        configServerQueued += download.queued;
       }
     }
-    return {
-      waves, total_accepted: totalAccepted, total_rejected: totalRejected,
-      config_server_rejected: configServerRejected,
-    };
+    return { waves, total: countsOf(...results), config_server_queued: configServerQueued };
   }
 
   /** The seed's heartbeat: one key, `overwrite`, so a late worker only gets the newest. */
   sendHeartbeat({ workers = 100 }: { workers?: number }) {
     const seq = ++this.heartbeatSeq;
     const payloadBytes = jsonBytes({ type: "heartbeat", seq, cpu: 0.42 });
-    const [accepted, rejected] = host.outbox.dispatch(ctx, DISPATCHER_ID, workerIds(workers), payloadBytes, "cast", KEY, "overwrite");
-    return { seq, accepted, rejected };
+    const result = host.outbox.dispatch(ctx, DISPATCHER_ID, workerIds(workers), payloadBytes, "cast", KEY, "overwrite");
+    return { seq, ...countsOf(result) };
   }
 
   /**
@@ -149,19 +139,14 @@ export class JobQueueLeader implements Role {
   /** Every firmware to every device in `call` mode: a failing device keeps the rest queued. */
   firmwareRollout({ devices = 10, count = 20 }: { devices?: number; count?: number }) {
     const targets = Array.from({ length: devices }, (_, i) => `Device/dev-${i}`);
-    let accepted = 0, rejected = 0;
-    for (let k = 0; k < count; k++) {
-      const [a, r] = host.outbox.dispatch(ctx, DISPATCHER_ID, targets, jsonBytes({ firmware: k }), "call", `fw-${k}`, "append");
-      accepted += a;
-      rejected += r;
-    }
-    return { targets: devices, messages: devices * count, accepted, rejected };
+    const results = Array.from({ length: count }, (_, k) =>
+      host.outbox.dispatch(ctx, DISPATCHER_ID, targets, jsonBytes({ firmware: k }), "call", `fw-${k}`, "append"));
+    return { targets: devices, messages: devices * count, ...countsOf(...results) };
   }
 
   /** A task the worker cannot parse, in `call` mode: it ends in the DLQ after max_attempts. */
   poison(): DispatchCounts {
     const payloadBytes = jsonBytes({ task: "poison", body: "{malformed" });
-    const [accepted, rejected] = host.outbox.dispatch(ctx, DISPATCHER_ID, [POISON_WORKER], payloadBytes, "call", "poison-1", "append");
-    return { accepted, rejected };
+    return countsOf(host.outbox.dispatch(ctx, DISPATCHER_ID, [POISON_WORKER], payloadBytes, "call", "poison-1", "append"));
   }
 }

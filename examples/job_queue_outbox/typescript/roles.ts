@@ -1,7 +1,7 @@
 // The other roles: Worker, ConfigServer, TelemetryCollector, Device. Each records what it
 // processes once per id: the outbox is at-least-once, the actors make it exactly-once.
 import { type Envelope, InvalidArgument, ResourceExhausted, host } from "@sluice/guest";
-import { KEY, type Role, SeenList, busy, ctx, jsonBytes, payloadOf, unknownMessage } from "./common.ts";
+import { KEY, type Role, SeenList, busy, countsOf, ctx, jsonBytes, payloadOf, unknownMessage } from "./common.ts";
 
 interface WorkerMessage {
   type: string;
@@ -59,14 +59,12 @@ export class Worker implements Role {
 
   /** The heartbeat burst: `count` heartbeats to `to`, one key, `overwrite`, as fast as it can. */
   private sendHeartbeats({ count = 50, to = "JobQueueLeader/main" }: { count?: number; to?: string }) {
-    let accepted = 0, rejected = 0;
+    const results = [];
     for (let seq = 1; seq <= count; seq++) {
       const payloadBytes = jsonBytes({ type: "heartbeat", seq, cpu: 0.42 });
-      const [a, r] = host.outbox.dispatch(ctx, host.selfId(), [to], payloadBytes, "cast", KEY, "overwrite");
-      accepted += a;
-      rejected += r;
+      results.push(host.outbox.dispatch(ctx, host.selfId(), [to], payloadBytes, "cast", KEY, "overwrite"));
     }
-    return { sent: count, accepted, rejected };
+    return { sent: count, ...countsOf(...results) };
   }
 }
 

@@ -133,8 +133,8 @@ func TestDispatchWithTargetsSeedShape(t *testing.T) {
 	dctx := `{"tenant":"default","namespace":"default"}`
 	res, err := host.Outbox().DispatchWithTargets(bg, dctx, "Leader/1", []string{"W/1", "W/2", "W/3"},
 		`{"type":"heartbeat","seq":1}`, sluice.ModeCast, "hb-key", sluice.ConflictOverwrite)
-	if err != nil || res.Accepted != 3 || res.Rejected != 0 {
-		t.Fatalf("dispatch (the fake accepts every target): %+v %v", res, err)
+	if err != nil || res.Delivered != 3 || res.Queued != 0 || len(res.Outcomes) != 3 || res.Outcomes[2] != sluice.OutcomeDelivered {
+		t.Fatalf("dispatch (the fake delivers every target): %+v %v", res, err)
 	}
 	req := f.Calls[0].Req
 	if req.Conflict != sluice.ConflictOverwrite || req.Mode != sluice.ModeCast || req.IdempotencyKey != "hb-key" ||
@@ -142,9 +142,10 @@ func TestDispatchWithTargetsSeedShape(t *testing.T) {
 		t.Fatalf("request: %+v", req)
 	}
 	// The zero values are the WIT defaults, cast and append.
-	f.Result = &sluice.DispatchResult{Accepted: 0, Rejected: 1}
+	scripted := sluice.NewDispatchResult(sluice.OutcomeQueuedBehindPending)
+	f.Result = &scripted
 	res, err = host.Outbox().Dispatch(bg, sluice.DispatchRequest{Targets: []string{"W/1"}, Payload: []byte("p")})
-	if err != nil || res.Rejected != 1 {
+	if err != nil || res.Queued != 1 || res.Outcomes[0] != sluice.OutcomeQueuedBehindPending {
 		t.Fatalf("scripted result: %+v %v", res, err)
 	}
 	if r := f.Calls[1].Req; r.Mode != sluice.ModeCast || r.Conflict != sluice.ConflictAppend || r.MsgType != "dispatch" {

@@ -12,7 +12,7 @@
 //
 // Its defaults are those of the Python, TypeScript and Rust fakes: SelfID "MyActor/1", NowMs
 // 1000 (standing still unless TickMs moves it on every reading), Ask answers "{}", Tell is
-// sluice.Queued, TellReliable goes sluice.Direct, and Dispatch accepts every target unless
+// sluice.Queued, TellReliable goes sluice.Direct, and Dispatch delivers every target unless
 // Result or DispatchResultFunc says otherwise.
 //
 // Several actors are tested together by routing their ids to in-process instances:
@@ -120,9 +120,10 @@ type Fake struct {
 	Receipt      sluice.Receipt      // what Tell returns
 	Path         sluice.DeliveryPath // where TellReliable says the message went
 	// Result is what Dispatch returns; nil: DispatchResultFunc's answer, or when that is nil
-	// too, every target accepted and none rejected.
+	// too, every target OutcomeDelivered.
 	Result *sluice.DispatchResult
-	// DispatchResultFunc answers each Dispatch from its request while Result is nil.
+	// DispatchResultFunc answers each Dispatch from its request while Result is nil;
+	// sluice.NewDispatchResult makes its answer from per-target outcomes.
 	DispatchResultFunc func(req sluice.DispatchRequest) sluice.DispatchResult
 	// Queued holds the messages to routed actors not delivered yet, oldest first (RunQueued).
 	Queued []Queued
@@ -388,7 +389,8 @@ func (f *Fake) Dispatch(req sluice.DispatchRequest) (sluice.DispatchResult, erro
 	case f.DispatchResultFunc != nil:
 		return f.DispatchResultFunc(req), nil
 	}
-	return sluice.DispatchResult{Accepted: uint32(len(req.Targets))}, nil
+	outcomes := make([]sluice.DispatchOutcome, len(req.Targets)) // zero: OutcomeDelivered
+	return sluice.NewDispatchResult(outcomes...), nil
 }
 
 // TellReliable implements sluice.Backend.

@@ -58,8 +58,9 @@ func TestDefaultsMatchTheOtherSDKsFakes(t *testing.T) {
 		t.Fatalf("tell reliable: %v", p)
 	}
 	res, err := host.Outbox().Dispatch(ctx, sluice.DispatchRequest{Targets: []string{"W/1", "W/2", "W/3"}})
-	if err != nil || *res != (sluice.DispatchResult{Accepted: 3}) {
-		t.Fatalf("dispatch accepts every target: %+v %v", res, err)
+	all := sluice.NewDispatchResult(sluice.OutcomeDelivered, sluice.OutcomeDelivered, sluice.OutcomeDelivered)
+	if err != nil || !reflect.DeepEqual(*res, all) || res.Delivered != 3 {
+		t.Fatalf("dispatch delivers every target: %+v %v", res, err)
 	}
 }
 
@@ -151,7 +152,7 @@ func TestFailOnFailsOnlyTheCallsItNamesInScriptOrder(t *testing.T) {
 	dispatch := func(targets ...string) (*sluice.DispatchResult, error) {
 		return host.Outbox().Dispatch(ctx, sluice.DispatchRequest{DispatcherID: "D/1", Targets: targets})
 	}
-	if res, err := dispatch("W/1"); err != nil || *res != (sluice.DispatchResult{Accepted: 1}) {
+	if res, err := dispatch("W/1"); err != nil || res.Delivered != 1 || len(res.Outcomes) != 1 {
 		t.Fatalf("a dispatch without W/2 goes through: %+v %v", res, err)
 	}
 	if _, err := dispatch("W/1", "W/2"); !errors.Is(err, sluice.ErrResourceExhausted) {
@@ -195,19 +196,26 @@ func TestDispatchResultAndClockCanBeFunctionsOfTheCall(t *testing.T) {
 	sluice.SetBackend(fake)
 	ctx := context.Background()
 	fake.DispatchResultFunc = func(req sluice.DispatchRequest) sluice.DispatchResult {
-		return sluice.DispatchResult{Accepted: 1, Rejected: uint32(len(req.Targets) - 1)}
+		outcomes := []sluice.DispatchOutcome{sluice.OutcomeNotFound}
+		for range req.Targets[1:] {
+			outcomes = append(outcomes, sluice.OutcomeQueuedAtLimit)
+		}
+		return sluice.NewDispatchResult(outcomes...)
 	}
 	fake.TickMs = 2
 	res, err := host.Outbox().Dispatch(ctx, sluice.DispatchRequest{Targets: []string{"W/1", "W/2", "W/3"}})
-	if err != nil || *res != (sluice.DispatchResult{Accepted: 1, Rejected: 2}) {
+	want := sluice.DispatchResult{Queued: 2, DeadLettered: 1, Outcomes: []sluice.DispatchOutcome{
+		sluice.OutcomeNotFound, sluice.OutcomeQueuedAtLimit, sluice.OutcomeQueuedAtLimit}}
+	if err != nil || !reflect.DeepEqual(*res, want) {
 		t.Fatalf("dispatch answered from its request: %+v %v", res, err)
 	}
 	if a, b := host.NowMs(), host.NowMs(); a != 1000 || b != 1002 || fake.Now != 1004 {
 		t.Fatalf("every reading moves the clock on: %d %d %d", a, b, fake.Now)
 	}
-	fake.Result = &sluice.DispatchResult{Rejected: 1}
+	fixed := sluice.NewDispatchResult(sluice.OutcomeQueuedRefused)
+	fake.Result = &fixed
 	res, err = host.Outbox().Dispatch(ctx, sluice.DispatchRequest{Targets: []string{"W/1"}})
-	if err != nil || *res != (sluice.DispatchResult{Rejected: 1}) {
+	if err != nil || !reflect.DeepEqual(*res, fixed) || res.Queued != 1 {
 		t.Fatalf("Result goes before DispatchResultFunc: %+v %v", res, err)
 	}
 }

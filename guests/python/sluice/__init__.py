@@ -10,7 +10,14 @@ class Echo(sluice.Actor):
 """
 
 from ._actor import Abort, Actor, Envelope, abort, actor, register
-from ._host import DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE, host, to_bytes
+from ._host import (
+    DEFAULT_ASK_TIMEOUT_MS,
+    DEFAULT_DISPATCH_MSG_TYPE,
+    DispatchOutcome,
+    DispatchResult,
+    host,
+    to_bytes,
+)
 from .errors import (
     DeadlineExceeded,
     Internal,
@@ -28,6 +35,8 @@ __all__ = [
     "Abort",
     "Actor",
     "DeadlineExceeded",
+    "DispatchOutcome",
+    "DispatchResult",
     "Envelope",
     "Internal",
     "InvalidArgument",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from . import _wit
@@ -15,6 +17,8 @@ __all__ = [
     "DEFAULT_ASK_TIMEOUT_MS",
     "DEFAULT_DISPATCH_MSG_TYPE",
     "Call",
+    "DispatchOutcome",
+    "DispatchResult",
     "host",
     "to_bytes",
 ]
@@ -43,6 +47,82 @@ _CONFLICTS = {
     "append": wit_types.Conflict.APPEND,
     "overwrite": wit_types.Conflict.OVERWRITE,
 }
+
+
+class DispatchOutcome(StrEnum):
+    """What ``outbox.dispatch`` did with one target (the WIT ``dispatch-outcome``; each value
+    is its WIT name, so ``outcome == "not-found"`` holds). Only ``DELIVERED`` means the receiver
+    has it now; every ``QUEUED_*`` target is stored and the relay delivers it (nothing to
+    resend); ``NOT_FOUND``, ``EXPIRED`` and ``DEAD_LETTERED`` targets are in the dead-letter queue.
+    """
+
+    #: Delivered by the immediate attempt (in the mailbox; for a call, handled).
+    DELIVERED = "delivered"
+    #: Absorbed by its idempotency key; nothing more happens for this target.
+    DEDUPLICATED = "deduplicated"
+    #: Left for the relay behind an earlier pending message to the same receiver, in order.
+    QUEUED_BEHIND_PENDING = "queued-behind-pending"
+    #: Left for the relay: its concurrency limit for the receiver's type had no free permit.
+    QUEUED_AT_LIMIT = "queued-at-limit"
+    #: Left for the relay: the receiver refused for capacity.
+    QUEUED_REFUSED = "queued-refused"
+    #: Left for the relay: the attempt failed in a way that may pass.
+    QUEUED_FAILED = "queued-failed"
+    #: Left for the relay: the turn's deadline passed before or during the attempt.
+    QUEUED_OUT_OF_TIME = "queued-out-of-time"
+    #: Dead-lettered at once: no actor type of the receiver's name.
+    NOT_FOUND = "not-found"
+    #: Dead-lettered at once: its ttl had passed.
+    EXPIRED = "expired"
+    #: Dead-lettered at once for another permanent failure.
+    DEAD_LETTERED = "dead-lettered"
+
+    @property
+    def queued(self) -> bool:
+        """Left in the outbox for the relay."""
+        return self.value.startswith("queued-")
+
+    @property
+    def dead_lettered(self) -> bool:
+        """In the dead-letter queue at once."""
+        return self in (
+            DispatchOutcome.NOT_FOUND,
+            DispatchOutcome.EXPIRED,
+            DispatchOutcome.DEAD_LETTERED,
+        )
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """What ``outbox.dispatch`` did: counts by kind and one outcome per target, in the order of
+    the targets. The four counts add up to the number of targets."""
+
+    #: Targets delivered by the immediate attempt.
+    delivered: int
+    #: Targets absorbed by their idempotency key.
+    deduplicated: int
+    #: Targets left in the outbox for the relay (every ``QUEUED_*`` outcome).
+    queued: int
+    #: Targets dead-lettered at once (``NOT_FOUND``, ``EXPIRED``, ``DEAD_LETTERED``).
+    dead_lettered: int
+    outcomes: tuple[DispatchOutcome, ...]
+
+    @classmethod
+    def of(cls, outcomes: Iterable[DispatchOutcome | str]) -> DispatchResult:
+        """The result with these outcomes (or their WIT names) and the counts they add up to."""
+        out = tuple(DispatchOutcome(o) for o in outcomes)
+        return cls(
+            delivered=out.count(DispatchOutcome.DELIVERED),
+            deduplicated=out.count(DispatchOutcome.DEDUPLICATED),
+            queued=sum(o.queued for o in out),
+            dead_lettered=sum(o.dead_lettered for o in out),
+            outcomes=out,
+        )
+
+
+#: The generated enum's cases by name (DELIVERED, ...) are DispatchOutcome's.
+_OUTCOMES = {w: DispatchOutcome[w.name] for w in wit_types.DispatchOutcome}
+
 _LEVELS = {
     "trace": wit_types.LogLevel.TRACE,
     "debug": wit_types.LogLevel.DEBUG,
@@ -129,8 +209,8 @@ class Outbox:
         msg_type: str = DEFAULT_DISPATCH_MSG_TYPE,
         sequence_number: int | None = None,
         ttl_ms: int | None = None,
-    ) -> tuple[int, int]:
-        """Durable fan-out; returns ``(accepted, rejected)``."""
+    ) -> DispatchResult:
+        """Durable fan-out; returns what happened to each target (`DispatchResult`)."""
         req = wit_types.DispatchRequest(
             context=ctx or "",
             dispatcher_id=dispatcher_id,
@@ -144,7 +224,13 @@ class Outbox:
             ttl_ms=ttl_ms,
         )
         res = call(wit_outbox.dispatch, req)
-        return res.accepted, res.rejected
+        return DispatchResult(
+            delivered=res.delivered,
+            deduplicated=res.deduplicated,
+            queued=res.queued,
+            dead_lettered=res.dead_lettered,
+            outcomes=tuple(_OUTCOMES[o] for o in res.outcomes),
+        )
 
     def tell_reliable(self, to: str, msg_type: str, payload: Any = b"") -> str:
         """Direct tell first, outbox on any failure; returns ``"direct"`` or ``"outbox"``."""

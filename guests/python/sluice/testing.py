@@ -32,13 +32,13 @@ dead letters) and no timers; those are the host's, tested against a real one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType, TracebackType
 from typing import Any, Literal, Self
 
 from ._actor import Envelope, Handler, turn
-from ._host import to_bytes
+from ._host import DispatchOutcome, DispatchResult, to_bytes
 from ._wit import Err, to_wit, wit_bus, wit_host, wit_outbox, wit_types
 from .errors import DeadlineExceeded, SluiceError
 
@@ -47,9 +47,11 @@ __all__ = ["AskReply", "Call", "DispatchAnswer", "FakeHost", "Queued", "TurnErro
 #: What a fake `ask` answers: fixed bytes, or a function of (to, msg_type, payload).
 AskReply = bytes | Callable[[str, str, bytes], bytes]
 
-#: What a fake `dispatch` answers, ``(accepted, rejected)``: fixed, or a function of the request.
+#: What a fake `dispatch` answers, one outcome per target (`DispatchOutcome` or its WIT name,
+#: in target order): fixed, or a function of the request. The counts are made from them.
 DispatchAnswer = (
-    tuple[int, int] | Callable[[wit_types.DispatchRequest], tuple[int, int]]
+    Sequence[DispatchOutcome | str]
+    | Callable[[wit_types.DispatchRequest], Sequence[DispatchOutcome | str]]
 )
 
 Op = Literal["tell", "ask", "schedule", "dispatch", "tell_reliable", "publish"]
@@ -141,8 +143,8 @@ class FakeHost:
 
     Defaults: ``self_id`` ``"MyActor/1"``, ``now_ms`` 1000 (standing still unless ``tick_ms``
     moves it on every reading), ``ask`` answers ``b"{}"``, ``tell`` is ``"queued"``,
-    ``tell_reliable`` goes ``"direct"``, and ``dispatch`` accepts every target unless
-    ``dispatch_result`` says ``(accepted, rejected)`` (or computes it from the request).
+    ``tell_reliable`` goes ``"direct"``, and ``dispatch`` delivers every target unless
+    ``dispatch_result`` gives the per-target outcomes (or computes them from the request).
     """
 
     def __init__(
@@ -374,10 +376,17 @@ class FakeHost:
             self._queue(to, req.msg_type, bytes(req.payload), req.dispatcher_id)
         answer = self.dispatch_result
         if answer is None:
-            accepted, rejected = len(req.targets), 0
+            outcomes: Sequence[DispatchOutcome | str] = ["delivered"] * len(req.targets)
         else:
-            accepted, rejected = answer if isinstance(answer, tuple) else answer(req)
-        return wit_types.DispatchResult(accepted=accepted, rejected=rejected)
+            outcomes = answer(req) if callable(answer) else answer
+        r = DispatchResult.of(outcomes)
+        return wit_types.DispatchResult(
+            delivered=r.delivered,
+            deduplicated=r.deduplicated,
+            queued=r.queued,
+            dead_lettered=r.dead_lettered,
+            outcomes=[wit_types.DispatchOutcome[o.name] for o in r.outcomes],
+        )
 
     def _tell_reliable(
         self, to: str, msg_type: str, payload: bytes

@@ -17,6 +17,6 @@ def fake() -> Iterator[FakeHost]:
         now_ms=1234,
         ask_reply=b"pong",
         delivery_path="outbox",
-        dispatch_result=(2, 1),
+        dispatch_result=["delivered", "not-found", "queued-at-limit"],
     ) as f:
         yield f

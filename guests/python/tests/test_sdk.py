@@ -84,8 +84,8 @@ def test_every_code_maps_to_its_class(fake, code, cls):
         host.bus.publish("a.b", "x")
 
 
-def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
-    accepted, rejected = host.outbox.dispatch(
+def test_dispatch_seed_call_shape_returns_counts_and_outcomes_in_target_order(fake):
+    res = host.outbox.dispatch(
         '{"tenant":"default"}',
         "Leader/1",
         ["W/1", "W/2", "W/3"],
@@ -94,7 +94,17 @@ def test_dispatch_seed_call_shape_returns_accepted_rejected(fake):
         "hb-key",
         "overwrite",
     )
-    assert (accepted, rejected) == (2, 1)
+    assert res == sluice.DispatchResult(1, 0, 1, 1, res.outcomes)
+    assert res.outcomes == (
+        sluice.DispatchOutcome.DELIVERED,
+        sluice.DispatchOutcome.NOT_FOUND,
+        sluice.DispatchOutcome.QUEUED_AT_LIMIT,
+    )
+    assert (
+        res.outcomes[1] == "not-found"
+        and res.outcomes[2].queued
+        and res.outcomes[1].dead_lettered
+    )
     req = fake.calls[-1].request
     assert req is not None
     assert req.conflict == types.Conflict.OVERWRITE
@@ -282,7 +292,9 @@ def test_fake_host_scripted_errors_arrive_typed_one_call_each():
         with pytest.raises(sluice.ResourceExhausted) as re:
             host.outbox.tell_reliable("W/1", "job", b"2")
         assert re.value.retry_after_ms == 3
-        assert host.outbox.dispatch("", "D/1", ["W/1", "W/2"], b"3") == (2, 0)
+        assert host.outbox.dispatch(
+            "", "D/1", ["W/1", "W/2"], b"3"
+        ) == sluice.DispatchResult.of(["delivered"] * 2)
         assert [c.op for c in fake.calls] == ["tell", "tell_reliable", "dispatch"]
 
 
@@ -310,7 +322,7 @@ def test_fake_host_fail_on_fails_only_the_calls_it_names_in_script_order():
         assert host.tell("C/2", "x") == "queued"
         with pytest.raises(sluice.ResourceExhausted):
             host.tell("C/1", "x")
-        assert host.outbox.dispatch("", "D/1", ["W/1"], b"") == (1, 0)
+        assert host.outbox.dispatch("", "D/1", ["W/1"], b"").delivered == 1
         with pytest.raises(sluice.ResourceExhausted):
             host.outbox.dispatch("", "D/1", ["W/1", "W/2"], b"")
         with pytest.raises(sluice.ResourceExhausted):
@@ -324,12 +336,20 @@ def test_fake_host_fail_on_fails_only_the_calls_it_names_in_script_order():
 
 def test_fake_host_dispatch_result_and_clock_can_be_functions_of_the_call():
     with FakeHost(
-        dispatch_result=lambda req: (1, len(req.targets) - 1), tick_ms=2
+        dispatch_result=lambda req: [
+            "not-found" if t.startswith("Nope/") else "delivered" for t in req.targets
+        ],
+        tick_ms=2,
     ) as fake:
-        assert host.outbox.dispatch("", "D/1", ["W/1", "W/2", "W/3"], b"") == (1, 2)
+        res = host.outbox.dispatch("", "D/1", ["W/1", "Nope/2", "W/3"], b"")
+        assert (res.delivered, res.dead_lettered) == (2, 1)
+        assert res.outcomes == ("delivered", "not-found", "delivered")
         assert (host.now_ms(), host.now_ms(), fake.now_ms) == (1000, 1002, 1004)
-        fake.dispatch_result = (0, 1)
-        assert host.outbox.dispatch("", "D/1", ["W/1"], b"") == (0, 1)
+        fake.dispatch_result = [sluice.DispatchOutcome.QUEUED_REFUSED]
+        res = host.outbox.dispatch("", "D/1", ["W/1"], b"")
+        assert res == sluice.DispatchResult(
+            0, 0, 1, 0, (sluice.DispatchOutcome.QUEUED_REFUSED,)
+        )
 
 
 def test_fake_host_routes_asks_at_once_and_queues_tells_and_dispatches():

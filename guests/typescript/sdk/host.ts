@@ -3,7 +3,7 @@ import * as witHost from "sluice:actor/host@0.1.0";
 import * as witOutbox from "sluice:actor/outbox@0.1.0";
 import * as witBus from "sluice:actor/bus@0.1.0";
 import type {
-  Conflict, DeliveryPath, DispatchMode, LogLevel, TellReceipt,
+  Conflict, DeliveryPath, DispatchMode, DispatchOutcome, LogLevel, TellReceipt,
 } from "sluice:actor/types@0.1.0";
 import { InvalidArgument, fromThrown } from "./errors.ts";
 import { encodeUtf8 } from "./utf8.ts";
@@ -77,14 +77,45 @@ export interface DispatchOptions {
   ttlMs?: number;
 }
 
+export type { DispatchOutcome };
+
+/** What `outbox.dispatch` did: counts by kind and one outcome per target, in the order of the
+ * targets (WIT `dispatch-result`). The four counts add up to the number of targets. Only
+ * `"delivered"` means the receiver has it now; every `"queued-*"` target is stored and the relay
+ * delivers it (nothing to resend); `"not-found"`, `"expired"` and `"dead-lettered"` targets are
+ * in the dead-letter queue. */
+export interface DispatchResult {
+  /** Targets delivered by the immediate attempt. */
+  readonly delivered: number;
+  /** Targets absorbed by their idempotency key. */
+  readonly deduplicated: number;
+  /** Targets left in the outbox for the relay (every `"queued-*"` outcome). */
+  readonly queued: number;
+  /** Targets dead-lettered at once (`"not-found"`, `"expired"`, `"dead-lettered"`). */
+  readonly deadLettered: number;
+  readonly outcomes: readonly DispatchOutcome[];
+}
+
+/** The result with these per-target outcomes and the counts they add up to. */
+export function dispatchResultOf(outcomes: readonly DispatchOutcome[]): DispatchResult {
+  const count = (p: (o: DispatchOutcome) => boolean) => outcomes.filter(p).length;
+  return {
+    delivered: count((o) => o === "delivered"),
+    deduplicated: count((o) => o === "deduplicated"),
+    queued: count((o) => o.startsWith("queued-")),
+    deadLettered: count((o) => o === "not-found" || o === "expired" || o === "dead-lettered"),
+    outcomes: [...outcomes],
+  };
+}
+
 /** The durable outbox (`sluice:actor/outbox`). */
 export const outbox = {
-  /** Durable fan-out; returns `[accepted, rejected]`. */
+  /** Durable fan-out; returns what happened to each target (`DispatchResult`). */
   dispatch(
     ctx: string, dispatcherId: string, targets: string[], payload: Payload,
     mode: DispatchMode | "" = "cast", idempotencyKey = "", conflict: Conflict | "" = "append",
     opts: DispatchOptions = {},
-  ): [number, number] {
+  ): DispatchResult {
     const res = call(() => witOutbox.dispatch({
       context: ctx ?? "",
       dispatcherId,
@@ -97,7 +128,10 @@ export const outbox = {
       sequenceNumber: opts.sequenceNumber === undefined ? undefined : u64(opts.sequenceNumber),
       ttlMs: opts.ttlMs === undefined ? undefined : u64(opts.ttlMs),
     }));
-    return [res.accepted, res.rejected];
+    return {
+      delivered: res.delivered, deduplicated: res.deduplicated, queued: res.queued,
+      deadLettered: res.deadLettered, outcomes: res.outcomes,
+    };
   },
   /** Direct tell first, outbox on any failure. */
   tellReliable(to: string, msgType: string, payload: Payload = ""): DeliveryPath {

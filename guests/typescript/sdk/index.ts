@@ -10,8 +10,10 @@
  * `tsc --noEmit` type-checks an actor against it (with `allowImportingTsExtensions`). The
  * reference above brings the `sluice:actor/*` declarations the SDK imports.
  */
-export { host, outbox, bus, toBytes, Call, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE } from "./host.ts";
-export type { Payload, DispatchOptions, CallOptions } from "./host.ts";
+export {
+  host, outbox, bus, toBytes, dispatchResultOf, Call, DEFAULT_ASK_TIMEOUT_MS, DEFAULT_DISPATCH_MSG_TYPE,
+} from "./host.ts";
+export type { Payload, DispatchOptions, DispatchOutcome, DispatchResult, CallOptions } from "./host.ts";
 export { register, Envelope, abort, Abort, uncoded } from "./actor.ts";
 export type { Actor, ActorExport } from "./actor.ts";
 export {

@@ -3,7 +3,8 @@ import { test, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import {
   DeadlineExceeded, Envelope, InvalidArgument, NotFound, Overloaded, ResourceExhausted, SluiceError,
-  Unavailable, Internal, decodeUtf8, encodeUtf8, fromWit, host, register, toWit, abort, Abort,
+  Unavailable, Internal, decodeUtf8, dispatchResultOf, encodeUtf8, fromWit, host, register, toWit, abort,
+  Abort,
 } from "../sdk/index.ts";
 import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
 import { FakeHost } from "../sdk/testing/index.ts";
@@ -12,7 +13,7 @@ import { FakeHost } from "../sdk/testing/index.ts";
 let fake: FakeHost;
 beforeEach(() => {
   fake = new FakeHost({
-    selfId: "Echo/1", nowMs: 1234, askReply: "pong", deliveryPath: "outbox", dispatchResult: [2, 1],
+    selfId: "Echo/1", nowMs: 1234, askReply: "pong", deliveryPath: "outbox", dispatchResult: ["delivered", "not-found", "queued-at-limit"],
   }).install();
 });
 afterEach(() => fake.uninstall());
@@ -55,9 +56,10 @@ test("every code maps to its class", () => {
   }
 });
 
-test("dispatch has the seed's call shape and returns [accepted, rejected]", () => {
-  const [accepted, rejected] = host.outbox.dispatch("{}", "Leader/1", ["W/1", "W/2", "W/3"], encodeUtf8("hb"), "cast", "hb-key", "overwrite");
-  assert.deepEqual([accepted, rejected], [2, 1]);
+test("dispatch has the seed's call shape and returns counts and outcomes in target order", () => {
+  const res = host.outbox.dispatch("{}", "Leader/1", ["W/1", "W/2", "W/3"], encodeUtf8("hb"), "cast", "hb-key", "overwrite");
+  assert.deepEqual([res.delivered, res.deduplicated, res.queued, res.deadLettered], [1, 0, 1, 1]);
+  assert.deepEqual(res.outcomes, ["delivered", "not-found", "queued-at-limit"]);
   const req = fake.calls[0]?.request;
   assert.ok(req);
   assert.equal(req.conflict, "overwrite");
@@ -188,7 +190,7 @@ test("FakeHost scripted errors arrive typed, one call each; uninstalled, the imp
     assert.throws(() => host.tell("W/1", "job", "1"), (e: unknown) => e instanceof Overloaded && e.depth === 7);
     assert.throws(() => host.outbox.tellReliable("W/1", "job", "2"),
       (e: unknown) => e instanceof ResourceExhausted && e.retryAfterMs === 3);
-    assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1", "W/2"], "3"), [2, 0]);
+    assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1", "W/2"], "3"), dispatchResultOf(["delivered", "delivered"]));
     assert.equal(decodeUtf8(host.ask("W/7", "p", "!")), "W/7:!");
     host.schedule(50, "tick", "t");
     assert.deepEqual(f.calls.map((c) => c.op), ["tell", "tellReliable", "dispatch", "ask", "schedule"]);
@@ -213,7 +215,7 @@ test("FakeHost.failOn fails only the calls it names, in script order", () => {
     assert.throws(() => f.failOn({}, full), /op or to/);
     assert.equal(host.tell("C/2", "x"), "queued");
     assert.throws(() => host.tell("C/1", "x"), ResourceExhausted);
-    assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1"], ""), [1, 0]);
+    assert.equal(host.outbox.dispatch("", "D/1", ["W/1"], "").delivered, 1);
     assert.throws(() => host.outbox.dispatch("", "D/1", ["W/1", "W/2"], ""), ResourceExhausted);
     assert.throws(() => host.tell("C/1", "x"), ResourceExhausted);
     assert.equal(host.tell("C/1", "x"), "queued");
@@ -227,12 +229,14 @@ test("FakeHost.failOn fails only the calls it names, in script order", () => {
 });
 
 test("FakeHost dispatchResult and clock can be functions of the call", () => {
-  fake.dispatchResult = (req) => [1, req.targets.length - 1];
+  fake.dispatchResult = (req) => req.targets.map((t) => (t.startsWith("Nope/") ? "not-found" : "delivered"));
   fake.tickMs = 2;
-  assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1", "W/2", "W/3"], ""), [1, 2]);
+  const res = host.outbox.dispatch("", "D/1", ["W/1", "Nope/2", "W/3"], "");
+  assert.deepEqual([res.delivered, res.deadLettered, res.outcomes], [2, 1, ["delivered", "not-found", "delivered"]]);
   assert.deepEqual([host.nowMs(), host.nowMs(), fake.nowMs], [1234, 1236, 1238]);
-  fake.dispatchResult = [0, 1];
-  assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1"], ""), [0, 1]);
+  fake.dispatchResult = ["queued-refused"];
+  assert.deepEqual(host.outbox.dispatch("", "D/1", ["W/1"], ""),
+    { delivered: 0, deduplicated: 0, queued: 1, deadLettered: 0, outcomes: ["queued-refused"] });
 });
 
 test("FakeHost.route runs a routed ask at once and queues tells and dispatches for runQueued", () => {

@@ -3,7 +3,7 @@
 //! Additive increase (`on_success`: limit + 1 up to `max_limit`), multiplicative decrease
 //! (`on_rejection`: limit / 2 down to `min_limit`), as TCP does with its congestion window
 //! (seed 000 §2.3). Acquisition never blocks: a caller that gets `None` must back off (the relay
-//! releases its claim, `dispatch` reports the target as rejected).
+//! releases its claim, `dispatch` reports the target as `queued-at-limit`).
 //!
 //! The limit and the in-flight count are two independent atomics. Nothing else is published
 //! through them, so no ordering stronger than `Relaxed` is needed for correctness of the data

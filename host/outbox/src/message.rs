@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Conflict {
-    /// The repeat is a duplicate: stored once, counted as accepted.
+    /// The repeat is a duplicate: stored once; `dispatch` says `Deduplicated`.
     #[default]
     Append,
     /// Last write wins: the repeat replaces the pending (unacked, unclaimed) message with the

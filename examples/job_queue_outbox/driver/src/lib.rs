@@ -511,14 +511,24 @@ fn worker_ids(n: u64) -> Vec<String> {
     (0..n).map(|i| format!("Worker/worker-{i}")).collect()
 }
 
-/// Checks `accepted + rejected == targets` of a dispatch reply.
-fn check_sum(what: &str, r: &Value, targets: u64) -> anyhow::Result<(u64, u64)> {
-    let (a, j) = (num(r, "accepted")?, num(r, "rejected")?);
+/// The four counts of a dispatch reply (delivered now, deduplicated by the key, queued for the
+/// relay, dead-lettered at once), checked to add up to `targets`; as a JSON object for reports.
+fn check_counts(what: &str, r: &Value, targets: u64) -> anyhow::Result<Value> {
+    let [d, x, q, z] = ["delivered", "deduplicated", "queued", "dead_lettered"].map(|k| num(r, k));
+    let (d, x, q, z) = (d?, x?, q?, z?);
     ensure!(
-        a + j == targets,
-        "{what}: accepted {a} + rejected {j} != targets {targets}"
+        d + x + q + z == targets,
+        "{what}: delivered {d} + deduplicated {x} + queued {q} + dead-lettered {z} != targets {targets}"
     );
-    Ok((a, j))
+    Ok(json!({"delivered": d, "deduplicated": x, "queued": q, "dead_lettered": z}))
+}
+
+/// `report` (an object) with the dispatch counts `c` added to its fields.
+fn with_counts(c: &Value, mut report: Value) -> Value {
+    if let (Some(r), Some(c)) = (report.as_object_mut(), c.as_object()) {
+        r.extend(c.clone());
+    }
+    report
 }
 
 async fn dlq_empty(host: &Host) -> anyhow::Result<()> {
@@ -554,8 +564,16 @@ pub async fn thundering_herd(host: &Host) -> anyhow::Result<Value> {
     )
     .await?;
     ensure!(num(&r, "targets")? == WORKERS, "targets: {r}");
-    check_sum("herd", &r, WORKERS)?;
-    check_sum("redelivery", &r["redelivery"], WORKERS)?;
+    let c = check_counts("herd", &r, WORKERS)?;
+    ensure!(
+        c["dead_lettered"] == 0,
+        "herd: every worker type exists, nothing dead-lettered: {r}"
+    );
+    check_counts("redelivery", &r["redelivery"], WORKERS)?;
+    ensure!(
+        num(&r["redelivery"], "deduplicated")? == WORKERS,
+        "the idempotency key did not absorb the whole redelivery: {r}"
+    );
     drained(host).await?;
     for w in worker_ids(WORKERS) {
         let s = ask(host, &w, "state", json!({})).await?;
@@ -569,10 +587,11 @@ pub async fn thundering_herd(host: &Host) -> anyhow::Result<Value> {
         ensure!(tasks.len() == 1, "{w} processed other tasks: {s}");
     }
     dlq_empty(host).await?;
-    Ok(
-        json!({"targets": WORKERS, "accepted": r["accepted"], "rejected": r["rejected"],
-        "wall_ms": r["wall_ms"], "redelivery": r["redelivery"], "processed_once": WORKERS}),
-    )
+    Ok(with_counts(
+        &c,
+        json!({"targets": WORKERS, "wall_ms": r["wall_ms"], "redelivery": r["redelivery"],
+        "processed_once": WORKERS}),
+    ))
 }
 
 /// Five waves of 20 workers, each with one download per worker from the two-slot config
@@ -603,17 +622,13 @@ pub async fn config_wave_deploy(host: &Host) -> anyhow::Result<Value> {
             "wave {i} is numbered {}",
             w["wave"]
         );
-        check_sum(&format!("wave {i}"), w, num(w, "targets")?)?;
+        check_counts(&format!("wave {i}"), w, num(w, "targets")?)?;
     }
-    check_sum(
-        "all waves",
-        &json!({"accepted": r["total_accepted"], "rejected": r["total_rejected"]}),
-        WORKERS,
-    )?;
-    let c = num(&r, "config_server_rejected")?;
+    let total = check_counts("all waves", &r["total"], WORKERS)?;
+    let c = num(&r, "config_server_queued")?;
     ensure!(
         c > 0,
-        "config_server_rejected is 0: the two-slot config servers never pushed back"
+        "config_server_queued is 0: the two-slot config servers never pushed back"
     );
     drained(host).await?;
     let deploy_ms = t0.elapsed().as_millis() as u64;
@@ -653,8 +668,7 @@ pub async fn config_wave_deploy(host: &Host) -> anyhow::Result<Value> {
     );
     dlq_empty(host).await?;
     Ok(
-        json!({"waves": waves, "total_accepted": r["total_accepted"],
-        "total_rejected": r["total_rejected"], "config_server_rejected": c,
+        json!({"waves": waves, "total": total, "config_server_queued": c,
         "served": per_server, "deploy_ms": deploy_ms}),
     )
 }
@@ -666,7 +680,7 @@ pub async fn send_heartbeat(host: &Host) -> anyhow::Result<Value> {
     let mut last = Value::Null;
     for _ in 0..3 {
         let r = ask(host, LEADER, "send_heartbeat", json!({"workers": WORKERS})).await?;
-        check_sum("heartbeat", &r, WORKERS)?;
+        check_counts("heartbeat", &r, WORKERS)?;
         seqs.push(num(&r, "seq")?);
         last = r;
     }
@@ -690,10 +704,10 @@ pub async fn send_heartbeat(host: &Host) -> anyhow::Result<Value> {
         );
         delivered += hb.len();
     }
-    Ok(
-        json!({"seq": s_last, "sends": seqs.len(), "accepted": last["accepted"],
-        "rejected": last["rejected"], "heartbeats_delivered": delivered}),
-    )
+    Ok(with_counts(
+        &check_counts("heartbeat", &last, WORKERS)?,
+        json!({"seq": s_last, "sends": seqs.len(), "heartbeats_delivered": delivered}),
+    ))
 }
 
 /// 50 overwriting heartbeats to the busy leader: it processes between 1 and 10 of them,
@@ -702,7 +716,7 @@ pub async fn heartbeat_burst(host: &Host) -> anyhow::Result<Value> {
     let count = 50;
     let r = ask(host, LEADER, "heartbeat_burst", json!({"count": count})).await?;
     ensure!(num(&r, "sent")? == count, "sent: {r}");
-    check_sum("burst", &r, count)?;
+    let c = check_counts("burst", &r, count)?;
     drained(host).await?;
     let s = ask(host, LEADER, "heartbeats", json!({})).await?;
     let seqs = u64s(&s, "seqs")?;
@@ -721,10 +735,10 @@ pub async fn heartbeat_burst(host: &Host) -> anyhow::Result<Value> {
         seqs.last()
     );
     dlq_empty(host).await?;
-    Ok(
-        json!({"sent": count, "accepted": r["accepted"], "rejected": r["rejected"],
-        "processed": seqs.len(), "seqs": seqs}),
-    )
+    Ok(with_counts(
+        &c,
+        json!({"sent": count, "processed": seqs.len(), "seqs": seqs}),
+    ))
 }
 
 /// 200 samples, fast path first, outbox on any error, with bursts filling the collector's
@@ -774,7 +788,11 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
     let max_attempts = 5;
     let ob = host.outbox().context("no outbox")?.clone();
     let r = ask(host, LEADER, "poison", json!({})).await?;
-    check_sum("poison", &r, 1)?;
+    let c = check_counts("poison", &r, 1)?;
+    ensure!(
+        c["delivered"] == 0 && c["dead_lettered"] == 0,
+        "poison: a failing handler is neither delivered nor dead-lettered on the first attempt: {r}"
+    );
     let t0 = Instant::now();
     let dl = wait_for("the poison message in the DLQ", BOUND, || {
         let ob = ob.clone();
@@ -838,11 +856,12 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
         s["tasks"]["poison"]
     );
     dlq_empty(host).await?;
-    Ok(
-        json!({"accepted": r["accepted"], "rejected": r["rejected"], "attempts": d.attempts,
+    Ok(with_counts(
+        &c,
+        json!({"attempts": d.attempts,
         "reason": d.reason, "last_error": last_error, "dead_ms": dead_ms, "replayed": replayed,
         "recorded": 1, "console_read_dlq": shown}),
-    )
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1042,7 +1061,7 @@ pub async fn offline_delivery(app: &Path, sluice: &Path) -> anyhow::Result<Value
         num(&r, "targets")? == devices && num(&r, "messages")? == devices * count,
         "rollout reply: {r}"
     );
-    check_sum("rollout", &r, devices * count)?;
+    let c = check_counts("rollout", &r, devices * count)?;
 
     let before = device_rows(app).await?;
     ensure!(
@@ -1124,10 +1143,11 @@ pub async fn offline_delivery(app: &Path, sluice: &Path) -> anyhow::Result<Value
         "run 2 stored {} extra device messages",
         after.len() - before.len()
     );
-    Ok(
-        json!({"targets": devices, "messages": devices * count, "accepted": r["accepted"],
-        "rejected": r["rejected"], "rollout_ms": rollout_ms, "killed": status.to_string(),
+    Ok(with_counts(
+        &c,
+        json!({"targets": devices, "messages": devices * count,
+        "rollout_ms": rollout_ms, "killed": status.to_string(),
         "attempts_before_restart": attempts_before, "max_attempts_before_restart": max_before,
         "recovery_ms": recovery_ms}),
-    )
+    ))
 }

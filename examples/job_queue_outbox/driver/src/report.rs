@@ -58,21 +58,17 @@ fn ms(v: &Value, k: &str) -> String {
 /// The key numbers of a scenario's JSON report, as [`LEGEND`] explains them. Fits in
 /// [`CELL_WIDTH`] after the `ok ` of a passing cell.
 pub fn cell(scenario: &str, v: &Value) -> String {
-    let split = |a: &str, r: &str| format!("{}+{}", get(v, a), get(v, r));
+    let split = |v: &Value| format!("{}+{}", get(v, "delivered"), get(v, "queued"));
     match scenario {
-        "thundering_herd" => format!("{} {}", split("accepted", "rejected"), ms(v, "wall_ms")),
+        "thundering_herd" => format!("{} {}", split(v), ms(v, "wall_ms")),
         "config_wave_deploy" => format!(
             "{} cs{} {}",
-            split("total_accepted", "total_rejected"),
-            get(v, "config_server_rejected"),
+            split(&v["total"]),
+            get(v, "config_server_queued"),
             ms(v, "deploy_ms")
         ),
-        "send_heartbeat" => format!("#{} {}", get(v, "seq"), split("accepted", "rejected")),
-        "heartbeat_burst" => format!(
-            "{} got{}",
-            split("accepted", "rejected"),
-            get(v, "processed")
-        ),
+        "send_heartbeat" => format!("#{} {}", get(v, "seq"), split(v)),
+        "heartbeat_burst" => format!("{} got{}", split(v), get(v, "processed")),
         "telemetry_test" => format!(
             "fast{} ob{}",
             get(v, "fast_path_success"),
@@ -80,7 +76,7 @@ pub fn cell(scenario: &str, v: &Value) -> String {
         ),
         "offline_delivery" => format!(
             "{} {}+{}",
-            split("accepted", "rejected"),
+            split(v),
             ms(v, "rollout_ms"),
             ms(v, "recovery_ms")
         ),
@@ -93,11 +89,11 @@ pub fn cell(scenario: &str, v: &Value) -> String {
 pub const LEGEND: &str = "\
 legend:
   ok / FAIL    every invariant of the scenario held / one broke (the reason is under failures)
-  N+M          a dispatch's split: N delivered at once, M left in the outbox for the relay
-               (the receiver's mailbox was full); M is retried until delivered, not a failure
+  N+M          a dispatch's split: N delivered at once, M queued in the outbox for the relay
+               (receiver busy or at the limit); M is retried until delivered, not a failure
   12ms, 1.2s   thundering_herd: the leader's dispatch; config_wave_deploy: until every worker
                runs 2.1.0; poison_message: until the message is dead-lettered
-  csN          config_wave_deploy: N config downloads the two-slot config servers pushed back
+  csN          config_wave_deploy: N config downloads queued (the two-slot servers were full)
   #N           send_heartbeat: the seq of the last of three heartbeats every worker ended on
   gotN         heartbeat_burst: heartbeats the busy leader processed of 50 (overwrite: 1-10)
   fastN obN    telemetry_test: of 200 samples, N asked directly, N sent through the outbox
@@ -192,20 +188,20 @@ mod tests {
         vec![
             (
                 "thundering_herd",
-                json!({"accepted": 50, "rejected": 50, "wall_ms": 99_999}),
+                json!({"delivered": 50, "queued": 50, "wall_ms": 99_999}),
             ),
             (
                 "config_wave_deploy",
-                json!({"total_accepted": 100, "total_rejected": 0,
-                "config_server_rejected": 99, "deploy_ms": 880}),
+                json!({"total": {"delivered": 100, "queued": 0},
+                "config_server_queued": 99, "deploy_ms": 880}),
             ),
             (
                 "send_heartbeat",
-                json!({"seq": 3, "accepted": 50, "rejected": 50}),
+                json!({"seq": 3, "delivered": 50, "queued": 50}),
             ),
             (
                 "heartbeat_burst",
-                json!({"accepted": 25, "rejected": 25, "processed": 10}),
+                json!({"delivered": 25, "queued": 25, "processed": 10}),
             ),
             (
                 "telemetry_test",
@@ -213,7 +209,7 @@ mod tests {
             ),
             (
                 "offline_delivery",
-                json!({"accepted": 0, "rejected": 200, "rollout_ms": 99, "recovery_ms": 59_000}),
+                json!({"delivered": 0, "queued": 200, "rollout_ms": 99, "recovery_ms": 59_000}),
             ),
             ("poison_message", json!({"attempts": 5, "dead_ms": 99_999})),
         ]

@@ -58,10 +58,13 @@ def test_unknown_message_is_invalid_argument(fake: FakeHost) -> None:
 
 
 def test_thundering_herd_dispatches_twice_with_the_task_key(fake: FakeHost) -> None:
-    fake.dispatch_result = (40, 60)
+    # The first dispatch delivers 40 and queues 60 at the relay's limit; the second is absorbed.
+    fake.dispatch_result = lambda req: (
+        ["delivered"] * 40 + ["queued-at-limit"] * 60 if len(dispatches(fake)) == 1 else ["deduplicated"] * 100
+    )
     r = send(fake, actor("leader"), "thundering_herd", {"workers": 100, "task_id": "herd-1"})
-    assert (r["targets"], r["accepted"], r["rejected"]) == (100, 40, 60)
-    assert r["redelivery"] == {"accepted": 40, "rejected": 60}
+    assert (r["targets"], r["delivered"], r["queued"], r["deduplicated"]) == (100, 40, 60, 0)
+    assert r["redelivery"] == {"delivered": 0, "deduplicated": 100, "queued": 0, "dead_lettered": 0}
     assert r["wall_ms"] >= 0
     assert len(dispatches(fake)) == 2
     for req in dispatches(fake):
@@ -77,12 +80,14 @@ def test_config_wave_deploy_waves_and_downloads(fake: FakeHost) -> None:
     # Config servers refuse one download in three.
     n = iter(range(1000))
     fake.dispatch_result = lambda req: (
-        (0, 1) if req.targets[0].startswith("ConfigServer/") and next(n) % 3 == 0 else (len(req.targets), 0)
+        ["queued-refused"]
+        if req.targets[0].startswith("ConfigServer/") and next(n) % 3 == 0
+        else ["delivered"] * len(req.targets)
     )
     r = send(fake, actor("leader"), "config_wave_deploy", {"workers": 50, "wave_size": 20, "version": "2.1.0"})
     assert [(w["wave"], w["targets"]) for w in r["waves"]] == [(0, 20), (1, 20), (2, 10)]
-    assert (r["total_accepted"], r["total_rejected"]) == (50, 0)
-    assert r["config_server_rejected"] == 17  # ceil(50 / 3)
+    assert r["total"] == {"delivered": 50, "deduplicated": 0, "queued": 0, "dead_lettered": 0}
+    assert r["config_server_queued"] == 17  # ceil(50 / 3)
     waves = [d for d in dispatches(fake) if d.targets[0].startswith("Worker/")]
     assert [d.targets for d in waves] == [workers(range(20)), workers(range(20, 40)), workers(range(40, 50))]
     assert all(d.idempotency_key == "config-2.1.0" for d in waves)
@@ -103,7 +108,7 @@ def test_send_heartbeat_counts_its_own_seq(fake: FakeHost) -> None:
     leader = actor("leader")
     assert send(fake, leader, "send_heartbeat", {"workers": 3})["seq"] == 1
     r = send(fake, leader, "send_heartbeat", {"workers": 3})
-    assert r == {"seq": 2, "accepted": 3, "rejected": 0}
+    assert r == {"seq": 2, "delivered": 3, "deduplicated": 0, "queued": 0, "dead_lettered": 0}
     req = dispatches(fake)[-1]
     assert json.loads(req.payload) == {"type": "heartbeat", "seq": 2, "cpu": 0.42}
     assert (req.idempotency_key, req.conflict.name, req.mode.name) == ("hb-leader-worker-101", "OVERWRITE", "CAST")
@@ -111,9 +116,9 @@ def test_send_heartbeat_counts_its_own_seq(fake: FakeHost) -> None:
 
 
 def test_heartbeat_burst_relays_worker_101_reply(fake: FakeHost) -> None:
-    fake.ask_reply = b'{"sent":50,"accepted":9,"rejected":41}'
+    fake.ask_reply = b'{"sent":50,"delivered":9,"deduplicated":41,"queued":0,"dead_lettered":0}'
     r = send(fake, actor("leader"), "heartbeat_burst", {"count": 50})
-    assert r == {"sent": 50, "accepted": 9, "rejected": 41}
+    assert r == {"sent": 50, "delivered": 9, "deduplicated": 41, "queued": 0, "dead_lettered": 0}
     ask = fake.calls[-1]
     assert (ask.op, ask.to, ask.msg_type, ask.timeout_ms) == ("ask", "Worker/worker-101", "send_heartbeats", 20_000)
     assert json.loads(ask.payload) == {"count": 50, "to": LEADER}
@@ -124,7 +129,7 @@ def test_heartbeat_burst_with_worker_101_routed_reaches_the_leader_after_its_tur
     fake.route(LEADER, leader)
     fake.route("Worker/worker-101", worker)
     r = send(fake, leader, "heartbeat_burst", {"count": 5})
-    assert r == {"sent": 5, "accepted": 5, "rejected": 0}
+    assert r == {"sent": 5, "delivered": 5, "deduplicated": 0, "queued": 0, "dead_lettered": 0}
     # The worker's heartbeats wait for the leader while its turn runs, then arrive in order.
     assert [json.loads(q.payload)["seq"] for q in fake.queued if q.to == LEADER] == [1, 2, 3, 4, 5]
     assert {(q.sender, q.msg_type) for q in fake.queued} == {("Worker/worker-101", "dispatch")}
@@ -146,9 +151,9 @@ def test_leader_records_heartbeats_once_from_dispatch_or_heartbeat(fake: FakeHos
 def test_worker_send_heartbeats_overwrites_one_key(fake: FakeHost) -> None:
     fake.self_id = "Worker/worker-101"
     # The leader's mailbox takes the first 8 heartbeats, then refuses.
-    fake.dispatch_result = lambda req: (1, 0) if len(dispatches(fake)) <= 8 else (0, 1)
+    fake.dispatch_result = lambda req: ["delivered"] if len(dispatches(fake)) <= 8 else ["queued-refused"]
     r = send(fake, actor("worker"), "send_heartbeats", {"count": 50, "to": LEADER})
-    assert r == {"sent": 50, "accepted": 8, "rejected": 42}
+    assert r == {"sent": 50, "delivered": 8, "deduplicated": 0, "queued": 42, "dead_lettered": 0}
     assert [json.loads(d.payload)["seq"] for d in dispatches(fake)] == list(range(1, 51))
     assert all(
         d.targets == [LEADER]
@@ -183,9 +188,16 @@ def test_telemetry_falls_back_to_the_outbox_on_any_error(fake: FakeHost) -> None
 
 
 def test_firmware_rollout_uses_call_mode(fake: FakeHost) -> None:
-    fake.dispatch_result = (4, 6)
+    fake.dispatch_result = ["delivered"] * 4 + ["queued-failed"] * 6
     r = send(fake, actor("leader"), "firmware_rollout", {"devices": 10, "count": 20})
-    assert r == {"targets": 10, "messages": 200, "accepted": 80, "rejected": 120}
+    assert r == {
+        "targets": 10,
+        "messages": 200,
+        "delivered": 80,
+        "deduplicated": 0,
+        "queued": 120,
+        "dead_lettered": 0,
+    }
     assert len(dispatches(fake)) == 20
     d = dispatches(fake)[7]
     assert d.targets == [f"Device/dev-{i}" for i in range(10)]
@@ -193,8 +205,13 @@ def test_firmware_rollout_uses_call_mode(fake: FakeHost) -> None:
 
 
 def test_poison_dispatch(fake: FakeHost) -> None:
-    fake.dispatch_result = (0, 1)
-    assert send(fake, actor("leader"), "poison", {}) == {"accepted": 0, "rejected": 1}
+    fake.dispatch_result = ["queued-failed"]
+    assert send(fake, actor("leader"), "poison", {}) == {
+        "delivered": 0,
+        "deduplicated": 0,
+        "queued": 1,
+        "dead_lettered": 0,
+    }
     d = dispatches(fake)[0]
     assert d.targets == ["Worker/poison"]
     assert (d.mode.name, d.idempotency_key) == ("CALL", "poison-1")

@@ -81,6 +81,40 @@ fn busy(ms: u64) {
     }
 }
 
+/// What one or more dispatches did with their targets, added up: delivered now, absorbed by
+/// the idempotency key, queued for the relay, or dead-lettered at once.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    delivered: u64,
+    deduplicated: u64,
+    queued: u64,
+    dead_lettered: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.delivered += o.delivered;
+        self.deduplicated += o.deduplicated;
+        self.queued += o.queued;
+        self.dead_lettered += o.dead_lettered;
+    }
+}
+
+impl Counts {
+    fn json(self) -> Value {
+        json!({"delivered": self.delivered, "deduplicated": self.deduplicated,
+            "queued": self.queued, "dead_lettered": self.dead_lettered})
+    }
+
+    /// `reply` (an object) with the four counts added to its fields.
+    fn added_to(self, mut reply: Value) -> Value {
+        if let (Some(r), Value::Object(c)) = (reply.as_object_mut(), self.json()) {
+            r.extend(c);
+        }
+        reply
+    }
+}
+
 /// One dispatch with the protocol's context and dispatcher id.
 fn dispatch(
     targets: &[String],
@@ -88,13 +122,18 @@ fn dispatch(
     mode: DispatchMode,
     key: &str,
     conflict: Conflict,
-) -> Result<(u64, u64), Error> {
+) -> Result<Counts, Error> {
     let r = Dispatch::new(targets, "", payload.to_string())
         .context(CTX, DISPATCHER_ID)
         .mode(mode)
         .idempotency_key(key, conflict)
         .send()?;
-    Ok((u64::from(r.accepted), u64::from(r.rejected)))
+    Ok(Counts {
+        delivered: r.delivered.into(),
+        deduplicated: r.deduplicated.into(),
+        queued: r.queued.into(),
+        dead_lettered: r.dead_lettered.into(),
+    })
 }
 
 fn workers(n: u64) -> Vec<String> {
@@ -117,26 +156,23 @@ impl Leader {
                 let payload = json!({"task": "thundering_herd", "priority": "high", "task_id": t});
                 let targets = workers(n);
                 let t0 = host::now_ms();
-                let (a, r) =
-                    dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
+                let first = dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
                 let wall_ms = host::now_ms() - t0;
-                let (a2, r2) =
-                    dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
-                out(
-                    json!({"targets": n, "accepted": a, "rejected": r, "wall_ms": wall_ms,
-                    "redelivery": {"accepted": a2, "rejected": r2}}),
-                )
+                let again = dispatch(&targets, &payload, DispatchMode::Cast, &t, Conflict::Append)?;
+                out(first.added_to(
+                    json!({"targets": n, "wall_ms": wall_ms, "redelivery": again.json()}),
+                ))
             }
             "config_wave_deploy" => {
                 let n = u(req, "workers", 100);
                 let wave_size = u(req, "wave_size", 20).max(1);
                 let v = s(req, "version", "2.1.0").to_string();
                 let all = workers(n);
-                let (mut waves, mut ta, mut tr, mut cs_rejected) = (Vec::new(), 0, 0, 0);
+                let (mut waves, mut total, mut cs_queued) = (Vec::new(), Counts::default(), 0);
                 for (i, wave) in all.chunks(wave_size as usize).enumerate() {
                     let t0 = host::now_ms();
                     let cfg = json!({"task": "config", "version": v});
-                    let (a, r) = dispatch(
+                    let c = dispatch(
                         wave,
                         &cfg,
                         DispatchMode::Cast,
@@ -148,36 +184,35 @@ impl Leader {
                         // The whole wave downloads from one server, cs-(wave mod 2).
                         let server = format!("ConfigServer/cs-{}", i % 2);
                         let dl = json!({"download": v, "worker": w});
-                        let (_, r) = dispatch(
+                        let dl = dispatch(
                             &[server],
                             &dl,
                             DispatchMode::Cast,
                             &format!("dl-{v}-{w}"),
                             Conflict::Append,
                         )?;
-                        cs_rejected += r;
+                        cs_queued += dl.queued;
                     }
-                    ta += a;
-                    tr += r;
-                    waves.push(json!({"wave": i, "targets": wave.len(), "accepted": a, "rejected": r, "wall_ms": wall_ms}));
+                    total += c;
+                    waves.push(
+                        c.added_to(json!({"wave": i, "targets": wave.len(), "wall_ms": wall_ms})),
+                    );
                 }
-                out(
-                    json!({"waves": waves, "total_accepted": ta, "total_rejected": tr,
-                    "config_server_rejected": cs_rejected}),
-                )
+                out(json!({"waves": waves, "total": total.json(),
+                    "config_server_queued": cs_queued}))
             }
             "send_heartbeat" => {
                 let n = u(req, "workers", 100);
                 self.hb_seq += 1;
                 let hb = json!({"type": "heartbeat", "seq": self.hb_seq, "cpu": 0.42});
-                let (a, r) = dispatch(
+                let c = dispatch(
                     &workers(n),
                     &hb,
                     DispatchMode::Cast,
                     "hb-leader-worker-101",
                     Conflict::Overwrite,
                 )?;
-                out(json!({"seq": self.hb_seq, "accepted": a, "rejected": r}))
+                out(c.added_to(json!({"seq": self.hb_seq})))
             }
             "heartbeat_burst" => {
                 let count = u(req, "count", 50);
@@ -233,32 +268,28 @@ impl Leader {
                 let count = u(req, "count", 20);
                 let targets: Vec<String> =
                     (0..devices).map(|d| format!("Device/dev-{d}")).collect();
-                let (mut a, mut r) = (0, 0);
+                let mut total = Counts::default();
                 for k in 0..count {
-                    let (x, y) = dispatch(
+                    total += dispatch(
                         &targets,
                         &json!({"firmware": k}),
                         DispatchMode::Call,
                         &format!("fw-{k}"),
                         Conflict::Append,
                     )?;
-                    a += x;
-                    r += y;
                 }
-                out(
-                    json!({"targets": devices, "messages": devices * count, "accepted": a, "rejected": r}),
-                )
+                out(total.added_to(json!({"targets": devices, "messages": devices * count})))
             }
             "poison" => {
                 let payload = json!({"task": "poison", "body": "{malformed"});
-                let (a, r) = dispatch(
+                let c = dispatch(
                     &["Worker/poison".to_string()],
                     &payload,
                     DispatchMode::Call,
                     "poison-1",
                     Conflict::Append,
                 )?;
-                out(json!({"accepted": a, "rejected": r}))
+                out(c.json())
             }
             other => Err(Error::invalid_argument(format!(
                 "INVALID_ARGUMENT: unknown leader message {other}"
@@ -281,20 +312,18 @@ impl Worker {
             "send_heartbeats" => {
                 let count = u(req, "count", 50);
                 let to = s(req, "to", "JobQueueLeader/main").to_string();
-                let (mut a, mut r) = (0, 0);
+                let mut total = Counts::default();
                 for seq in 1..=count {
                     let hb = json!({"type": "heartbeat", "seq": seq, "cpu": 0.42});
-                    let (x, y) = dispatch(
+                    total += dispatch(
                         std::slice::from_ref(&to),
                         &hb,
                         DispatchMode::Cast,
                         "hb-leader-worker-101",
                         Conflict::Overwrite,
                     )?;
-                    a += x;
-                    r += y;
                 }
-                out(json!({"sent": count, "accepted": a, "rejected": r}))
+                out(total.added_to(json!({"sent": count})))
             }
             _ if req.get("type").and_then(Value::as_str) == Some("heartbeat") => {
                 let seq = u(req, "seq", 0);

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
 import { DeadlineExceeded, InvalidArgument, ResourceExhausted } from "@sluice/guest";
 import { FakeHost } from "@sluice/guest/testing";
-import type { DispatchRequest } from "sluice:actor/types@0.1.0";
+import type { DispatchOutcome, DispatchRequest } from "sluice:actor/types@0.1.0";
 import { type Config, JobQueue } from "../app.ts";
 
 const L = "JobQueueLeader/main";
@@ -44,21 +44,28 @@ function ask(a: JobQueue, msgType: string, payload: unknown = {}): any {
   return JSON.parse(fake.text(a, msgType, payload));
 }
 
+/** The four counts of a reply, added up: every target accounted for. */
+const total = (r: any) => r.delivered + r.deduplicated + r.queued + r.dead_lettered;
+/** `n` times the same outcome. */
+const times = (n: number, o: DispatchOutcome): DispatchOutcome[] => Array(n).fill(o);
+
 /** The WIT requests of every dispatch so far. */
 function dispatches(): DispatchRequest[] {
   return fake.calls.flatMap((c) => (c.request ? [c.request] : []));
 }
 
-test("thundering_herd: accepted + rejected == targets, the redelivery has the same key, each task once", () => {
+test("thundering_herd: the counts add up to the targets, the redelivery has the same key, each task once", () => {
   const leader = spawn(L);
   const ws = workers(100).map((w) => spawn(w));
   // The host's limiter takes 10 at once (the relay the rest); the redelivery is all duplicates.
   let n = 0;
-  fake.dispatchResult = (req) => (n++ === 0 ? [10, req.targets.length - 10] : [req.targets.length, 0]);
+  fake.dispatchResult = (req) => (n++ === 0
+    ? [...times(10, "delivered"), ...times(req.targets.length - 10, "queued-at-limit")]
+    : times(req.targets.length, "deduplicated"));
   const r = ask(leader, "thundering_herd", { workers: 100, task_id: "herd-1" });
   assert.equal(r.targets, 100);
-  assert.deepEqual([r.accepted, r.rejected], [10, 90]);
-  assert.deepEqual(r.redelivery, { accepted: 100, rejected: 0 });
+  assert.deepEqual([r.delivered, r.deduplicated, r.queued, r.dead_lettered], [10, 0, 90, 0]);
+  assert.deepEqual(r.redelivery, { delivered: 0, deduplicated: 100, queued: 0, dead_lettered: 0 });
   assert.equal(typeof r.wall_ms, "number");
   const [first, again] = dispatches();
   assert.deepEqual(again, first, "the very same dispatch again");
@@ -76,11 +83,11 @@ test("config_wave_deploy: every worker gets V, every download served once, C > 0
   // The two-slot config servers refuse one download in three (the relay delivers it later).
   let k = 0;
   fake.dispatchResult = (req) =>
-    req.targets[0]?.startsWith("ConfigServer/") && k++ % 3 === 0 ? [0, 1] : [req.targets.length, 0];
+    req.targets[0]?.startsWith("ConfigServer/") && k++ % 3 === 0 ? ["queued-refused"] : times(req.targets.length, "delivered");
   const r = ask(leader, "config_wave_deploy", { workers: 100, wave_size: 20, version: "2.1.0" });
   assert.deepEqual(r.waves.map((w: any) => [w.wave, w.targets]), range(5).map((i) => [i, 20]));
-  assert.equal(r.total_accepted + r.total_rejected, 100);
-  assert.equal(r.config_server_rejected, 34, "ceil(100 / 3)");
+  assert.deepEqual(r.total, { delivered: 100, deduplicated: 0, queued: 0, dead_lettered: 0 });
+  assert.equal(r.config_server_queued, 34, "ceil(100 / 3)");
   assert.deepEqual(fake.runQueued(), []);
   for (const w of ws) assert.equal(ask(w, "state").config_version, "2.1.0");
   const served: string[] = servers.flatMap((s) => ask(s, "state").served);
@@ -93,7 +100,7 @@ test("send_heartbeat: seq counts from 1, workers end with the last one, never ba
   for (let s = 1; s <= 3; s++) {
     const r = ask(leader, "send_heartbeat", { workers: 30 });
     assert.equal(r.seq, s);
-    assert.equal(r.accepted + r.rejected, 30);
+    assert.equal(total(r), 30);
   }
   // One key, overwrite: what lets the host keep only the newest pending heartbeat per worker.
   assert.ok(dispatches().every((d) => d.idempotencyKey === "hb-leader-worker-101" && d.conflict === "overwrite"));
@@ -110,7 +117,7 @@ test("heartbeat_burst: worker-101's heartbeats wait for the leader's turn, then 
   spawn("Worker/worker-101");
   const r = ask(leader, "heartbeat_burst", { count: 50 });
   assert.equal(r.sent, 50);
-  assert.equal(r.accepted + r.rejected, 50);
+  assert.equal(total(r), 50);
   // While the leader's turn waited for the worker, the burst piled up for the leader.
   assert.deepEqual(fake.queued.map((q) => [q.to, q.sender]), Array(50).fill([L, "Worker/worker-101"]));
   assert.ok(dispatches().every((d) =>
@@ -141,7 +148,7 @@ test("firmware_rollout: every device gets 0..19 in order", () => {
   const leader = spawn(L);
   const devices = range(10).map((d) => spawn(`Device/dev-${d}`));
   const r = ask(leader, "firmware_rollout", { devices: 10, count: 20 });
-  assert.deepEqual([r.targets, r.messages, r.accepted + r.rejected], [10, 200, 200]);
+  assert.deepEqual([r.targets, r.messages, total(r)], [10, 200, 200]);
   assert.ok(dispatches().every((d, k) => d.mode === "call" && d.idempotencyKey === `fw-${k}`));
   assert.deepEqual(fake.runQueued(), []);
   for (const d of devices) assert.deepEqual(ask(d, "state").firmware, range(20));
@@ -151,9 +158,9 @@ test("firmware_rollout offline: nothing delivered, devices ask to come back late
   const leader = spawn(L);
   const devices = range(10).map((d) => spawn(`Device/dev-${d}`, { online: false }));
   // Every call-mode attempt fails: the host keeps all 200 for the relay.
-  fake.dispatchResult = (req) => [0, req.targets.length];
+  fake.dispatchResult = (req) => times(req.targets.length, "queued-refused");
   const r = ask(leader, "firmware_rollout", { devices: 10, count: 20 });
-  assert.deepEqual([r.accepted, r.rejected], [0, 200]);
+  assert.deepEqual([r.delivered, r.queued], [0, 200]);
   assert.equal(fake.queued.length, 200);
   const failed = fake.runQueued();
   assert.equal(failed.length, 200);
@@ -165,8 +172,8 @@ test("firmware_rollout offline: nothing delivered, devices ask to come back late
 test("poison: the worker fails it with its error; after fix a replay records it once", () => {
   const leader = spawn(L);
   const worker = spawn("Worker/poison");
-  fake.dispatchResult = [0, 1];
-  assert.deepEqual(ask(leader, "poison"), { accepted: 0, rejected: 1 });
+  fake.dispatchResult = ["queued-failed"];
+  assert.deepEqual(ask(leader, "poison"), { delivered: 0, deduplicated: 0, queued: 1, dead_lettered: 0 });
   const [d] = dispatches();
   assert.deepEqual([d?.targets, d?.mode, d?.idempotencyKey], [["Worker/poison"], "call", "poison-1"]);
   const [failed, ...rest] = fake.runQueued();

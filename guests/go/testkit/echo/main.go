@@ -160,7 +160,10 @@ func callHost(ctx context.Context, op string, r *request) (map[string]any, error
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"accepted": res.Accepted, "rejected": res.Rejected}, nil
+		return map[string]any{
+			"delivered": res.Delivered, "deduplicated": res.Deduplicated, "queued": res.Queued,
+			"dead_lettered": res.DeadLettered, "outcomes": res.Outcomes,
+		}, nil
 	default:
 		return map[string]any{}, host.Bus().Publish(ctx, r.Topic, r.Payload)
 	}

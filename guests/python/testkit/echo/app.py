@@ -93,7 +93,7 @@ class Echo(sluice.Actor):
                 )
             )
         if t == "dispatch":
-            accepted, rejected = host.outbox.dispatch(
+            res = host.outbox.dispatch(
                 r.get("context", ""),
                 host.self_id(),
                 r["targets"],
@@ -103,6 +103,12 @@ class Echo(sluice.Actor):
                 r.get("conflict", "append"),
                 msg_type=r.get("msg_type", sluice.DEFAULT_DISPATCH_MSG_TYPE),
             )
-            return ok(accepted=accepted, rejected=rejected)
+            return ok(
+                delivered=res.delivered,
+                deduplicated=res.deduplicated,
+                queued=res.queued,
+                dead_lettered=res.dead_lettered,
+                outcomes=list(res.outcomes),
+            )
         host.bus.publish(r["topic"], r.get("payload", ""))
         return ok()

@@ -28,9 +28,71 @@ pub mod bindings {
 use bindings::sluice::actor::types as wit;
 
 pub use wit::{
-    Conflict, DeliveryPath, DispatchMode, DispatchRequest, DispatchResult, Envelope, ErrorCode,
-    LogLevel, OverloadInfo, OverloadScope, TellReceipt,
+    Conflict, DeliveryPath, DispatchMode, DispatchOutcome, DispatchRequest, DispatchResult,
+    Envelope, ErrorCode, LogLevel, OverloadInfo, OverloadScope, TellReceipt,
 };
+
+impl DispatchOutcome {
+    /// The WIT name (`"not-found"`), as the other SDKs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DispatchOutcome::Delivered => "delivered",
+            DispatchOutcome::Deduplicated => "deduplicated",
+            DispatchOutcome::QueuedBehindPending => "queued-behind-pending",
+            DispatchOutcome::QueuedAtLimit => "queued-at-limit",
+            DispatchOutcome::QueuedRefused => "queued-refused",
+            DispatchOutcome::QueuedFailed => "queued-failed",
+            DispatchOutcome::QueuedOutOfTime => "queued-out-of-time",
+            DispatchOutcome::NotFound => "not-found",
+            DispatchOutcome::Expired => "expired",
+            DispatchOutcome::DeadLettered => "dead-lettered",
+        }
+    }
+
+    /// Left in the outbox for the relay (every `Queued*` outcome).
+    pub fn is_queued(self) -> bool {
+        matches!(
+            self,
+            DispatchOutcome::QueuedBehindPending
+                | DispatchOutcome::QueuedAtLimit
+                | DispatchOutcome::QueuedRefused
+                | DispatchOutcome::QueuedFailed
+                | DispatchOutcome::QueuedOutOfTime
+        )
+    }
+
+    /// In the dead-letter queue at once (`NotFound`, `Expired`, `DeadLettered`).
+    pub fn is_dead_lettered(self) -> bool {
+        matches!(
+            self,
+            DispatchOutcome::NotFound | DispatchOutcome::Expired | DispatchOutcome::DeadLettered
+        )
+    }
+}
+
+impl fmt::Display for DispatchOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl DispatchResult {
+    /// The result with these per-target outcomes and the counts they add up to (what a fake
+    /// host answers).
+    pub fn from_outcomes(outcomes: impl IntoIterator<Item = DispatchOutcome>) -> Self {
+        let outcomes: Vec<DispatchOutcome> = outcomes.into_iter().collect();
+        let count = |f: fn(DispatchOutcome) -> bool| {
+            u32::try_from(outcomes.iter().filter(|o| f(**o)).count()).unwrap_or(u32::MAX)
+        };
+        DispatchResult {
+            delivered: count(|o| o == DispatchOutcome::Delivered),
+            deduplicated: count(|o| o == DispatchOutcome::Deduplicated),
+            queued: count(DispatchOutcome::is_queued),
+            dead_lettered: count(DispatchOutcome::is_dead_lettered),
+            outcomes,
+        }
+    }
+}
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -322,7 +384,10 @@ pub mod outbox {
             self.req.dispatcher_id = dispatcher_id.to_string();
             self
         }
-        /// Records and attempts delivery; see the WIT for accepted/rejected.
+        /// Records and attempts delivery: counts by kind and one [`DispatchOutcome`] per target,
+        /// in target order.
+        ///
+        /// [`DispatchOutcome`]: crate::DispatchOutcome
         pub fn send(&self) -> Result<DispatchResult, Error> {
             imp::dispatch(&self.req).map_err(Error::from)
         }

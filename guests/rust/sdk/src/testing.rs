@@ -44,7 +44,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use crate::{
-    Actor, DeliveryPath, DispatchRequest, DispatchResult, Envelope, Error, LogLevel, TellReceipt,
+    Actor, DeliveryPath, DispatchOutcome, DispatchRequest, DispatchResult, Envelope, Error,
+    LogLevel, TellReceipt,
 };
 
 /// How many turns [`FakeHost::run_queued`] runs before it gives up: actors that keep telling
@@ -233,7 +234,7 @@ struct State {
     ask_reply: AskFn,
     receipt: TellReceipt,
     delivery_path: DeliveryPath,
-    /// `None`: every target accepted.
+    /// `None`: every target delivered.
     dispatch_result: Option<DispatchFn>,
     /// Each call with the routed id whose turn made it.
     calls: Vec<(Call, Option<String>)>,
@@ -384,12 +385,15 @@ impl FakeHost {
         self.state.borrow_mut().delivery_path = path;
     }
 
-    /// What `Dispatch::send` returns (default: every target accepted).
-    pub fn set_dispatch_result(&self, accepted: u32, rejected: u32) {
-        self.set_dispatch_result_fn(move |_| DispatchResult { accepted, rejected });
+    /// The per-target outcomes `Dispatch::send` returns, with the counts they add up to
+    /// (default: every target delivered).
+    pub fn set_dispatch_outcomes(&self, outcomes: &[DispatchOutcome]) {
+        let outcomes = outcomes.to_vec();
+        self.set_dispatch_result_fn(move |_| DispatchResult::from_outcomes(outcomes.clone()));
     }
 
-    /// Answers each `Dispatch::send` with `f(request)`.
+    /// Answers each `Dispatch::send` with `f(request)` (`DispatchResult::from_outcomes` makes
+    /// one from per-target outcomes).
     pub fn set_dispatch_result_fn(
         &self,
         f: impl FnMut(&DispatchRequest) -> DispatchResult + 'static,
@@ -735,10 +739,11 @@ pub(crate) mod imports {
         })?;
         Ok(match answer {
             Some(f) => (*f.borrow_mut())(req),
-            None => DispatchResult {
-                accepted: req.targets.len() as u32,
-                rejected: 0,
-            },
+            None => DispatchResult::from_outcomes(
+                req.targets
+                    .iter()
+                    .map(|_| crate::DispatchOutcome::Delivered),
+            ),
         })
     }
 
@@ -807,7 +812,10 @@ mod tests {
             .idempotency_key("k", crate::Conflict::Overwrite)
             .send()
             .unwrap();
-        assert_eq!((sent.accepted, sent.rejected), (2, 0));
+        assert_eq!(
+            sent,
+            DispatchResult::from_outcomes([DispatchOutcome::Delivered; 2])
+        );
         bus::publish("a.b", "4").unwrap();
         host::log(LogLevel::Warn, "careful");
         let calls = fake.calls();
@@ -928,7 +936,7 @@ mod tests {
         let dispatch = |targets: &[&str]| outbox::Dispatch::new(targets, "d", "").send();
         assert_eq!(host::tell("C/2", "x", "").unwrap(), TellReceipt::Queued);
         assert_eq!(host::tell("C/1", "x", "").unwrap_err(), full());
-        assert_eq!(dispatch(&["W/1"]).unwrap().accepted, 1);
+        assert_eq!(dispatch(&["W/1"]).unwrap().delivered, 1);
         assert_eq!(dispatch(&["W/1", "W/2"]).unwrap_err(), full());
         assert_eq!(host::tell("C/1", "x", "").unwrap_err(), full());
         assert_eq!(host::tell("C/1", "x", "").unwrap(), TellReceipt::Queued);
@@ -947,21 +955,37 @@ mod tests {
     #[test]
     fn dispatch_result_and_clock_can_be_functions_of_the_call() {
         let fake = FakeHost::install();
-        fake.set_dispatch_result_fn(|req| DispatchResult {
-            accepted: 1,
-            rejected: req.targets.len() as u32 - 1,
+        fake.set_dispatch_result_fn(|req| {
+            DispatchResult::from_outcomes(req.targets.iter().map(|t| {
+                if t.starts_with("Nope/") {
+                    DispatchOutcome::NotFound
+                } else {
+                    DispatchOutcome::Delivered
+                }
+            }))
         });
         fake.set_tick_ms(2);
-        let sent = outbox::Dispatch::new(&["W/1", "W/2", "W/3"], "d", "")
+        let sent = outbox::Dispatch::new(&["W/1", "Nope/2", "W/3"], "d", "")
             .send()
             .unwrap();
-        assert_eq!((sent.accepted, sent.rejected), (1, 2));
+        assert_eq!((sent.delivered, sent.dead_lettered), (2, 1));
+        assert_eq!(
+            sent.outcomes,
+            [
+                DispatchOutcome::Delivered,
+                DispatchOutcome::NotFound,
+                DispatchOutcome::Delivered
+            ]
+        );
         assert_eq!((host::now_ms(), host::now_ms()), (1000, 1002));
         fake.set_tick_ms(0);
         assert_eq!((host::now_ms(), host::now_ms()), (1004, 1004));
-        fake.set_dispatch_result(0, 1);
+        fake.set_dispatch_outcomes(&[DispatchOutcome::QueuedRefused]);
         let sent = outbox::Dispatch::new(&["W/1"], "d", "").send().unwrap();
-        assert_eq!((sent.accepted, sent.rejected), (0, 1));
+        assert_eq!(
+            (sent.delivered, sent.queued, sent.outcomes[0].name()),
+            (0, 1, "queued-refused")
+        );
     }
 
     #[derive(Default)]

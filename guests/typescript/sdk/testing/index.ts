@@ -35,11 +35,11 @@
  * dead letters) and no timers; those are the host's, tested against a real one.
  */
 import type {
-  ActorError, DeliveryPath, DispatchRequest, DispatchResult, LogLevel, TellReceipt,
+  ActorError, DeliveryPath, DispatchOutcome, DispatchRequest, DispatchResult, LogLevel, TellReceipt,
 } from "sluice:actor/types@0.1.0";
 import { type Actor, Envelope, uncoded } from "../actor.ts";
 import { DeadlineExceeded, SluiceError, toWit } from "../errors.ts";
-import { type Payload, toBytes } from "../host.ts";
+import { type Payload, dispatchResultOf, toBytes } from "../host.ts";
 import { decodeUtf8 } from "../utf8.ts";
 import { type WitImports, setImports } from "./imports.ts";
 
@@ -99,8 +99,9 @@ export type AskReply =
   | ((to: string, msgType: string, payload: Uint8Array) => Payload)
   | Uint8Array | string | number | boolean | null | object;
 
-/** What a fake `dispatch` answers, `[accepted, rejected]`: fixed, or a function of the request. */
-export type DispatchAnswer = [number, number] | ((req: DispatchRequest) => [number, number]);
+/** What a fake `dispatch` answers, one outcome per target in target order: fixed, or a function
+ * of the request. The counts are made from them. */
+export type DispatchAnswer = readonly DispatchOutcome[] | ((req: DispatchRequest) => readonly DispatchOutcome[]);
 
 /** The fake's answers; every one can also be changed on the fake between calls. */
 export interface FakeHostOptions {
@@ -117,8 +118,8 @@ export interface FakeHostOptions {
   receipt?: TellReceipt;
   /** Where `tellReliable` went; default `"direct"`. */
   deliveryPath?: DeliveryPath;
-  /** `[accepted, rejected]` for `dispatch`, or a function of the request; default: every
-   * target accepted. */
+  /** The per-target outcomes of `dispatch`, or a function of the request; default: every
+   * target `"delivered"`. */
   dispatchResult?: DispatchAnswer | null;
 }
 
@@ -345,9 +346,9 @@ export class FakeHost {
       dispatch: (req): DispatchResult => {
         this.record({ op: "dispatch", to: "", msgType: req.msgType, payload: req.payload, request: req });
         for (const to of req.targets) this.enqueue(to, req.msgType, req.payload, req.dispatcherId);
-        const answer = this.dispatchResult ?? [req.targets.length, 0];
-        const [accepted, rejected] = typeof answer === "function" ? answer(req) : answer;
-        return { accepted, rejected };
+        const answer = this.dispatchResult ?? req.targets.map((): DispatchOutcome => "delivered");
+        const r = dispatchResultOf(typeof answer === "function" ? answer(req) : answer);
+        return { ...r, outcomes: [...r.outcomes] };
       },
       tellReliable: (to, msgType, payload) => {
         this.record({ op: "tellReliable", to, msgType, payload });

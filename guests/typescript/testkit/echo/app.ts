@@ -73,10 +73,13 @@ class Echo {
       case "tell_reliable":
         return ok({ path: host.outbox.tellReliable(r.to, r.msg_type, r.payload ?? "") });
       case "dispatch": {
-        const [accepted, rejected] = host.outbox.dispatch(
+        const res = host.outbox.dispatch(
           r.context ?? "", host.selfId(), r.targets, r.payload ?? "", r.mode ?? "cast",
           r.idempotency_key ?? "", r.conflict ?? "append", { msgType: r.msg_type ?? DEFAULT_DISPATCH_MSG_TYPE });
-        return ok({ accepted, rejected });
+        return ok({
+          delivered: res.delivered, deduplicated: res.deduplicated, queued: res.queued,
+          dead_lettered: res.deadLettered, outcomes: res.outcomes,
+        });
       }
       default:
         host.bus.publish(r.topic, r.payload ?? "");

@@ -17,7 +17,12 @@ export const host = {
   log(l, m) { calls.push(["log", l, m]); },
 };
 export const outbox = {
-  dispatch(req) { fail(req.targets[0]); return { accepted: req.targets.length, rejected: 0 }; },
+  dispatch(req) {
+    fail(req.targets[0]);
+    // The first target delivered, the rest queued at the limit: the list lifts in order.
+    const outcomes = req.targets.map((_, i) => (i === 0 ? "delivered" : "queued-at-limit"));
+    return { delivered: 1, deduplicated: 0, queued: outcomes.length - 1, deadLettered: 0, outcomes };
+  },
   tellReliable(to, t, p) { fail(to); return "direct"; },
 };
 export const bus = { publish(topic, p) { fail(topic); } };

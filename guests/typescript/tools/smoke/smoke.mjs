@@ -76,7 +76,7 @@ const echoCases = [
   ["schedule", '{"delay_ms":5,"msg_type":"x","payload":"p"}', '{"ok":true}'],
   ["tell_reliable", '{"to":"W/1","msg_type":"x","payload":"p"}', '{"ok":true,"path":"direct"}'],
   ["dispatch", '{"targets":["W/1","W/2"],"msg_type":"job","payload":"p","mode":"cast","idempotency_key":"k","conflict":"overwrite"}',
-    '{"ok":true,"accepted":2,"rejected":0}'],
+    '{"ok":true,"delivered":1,"deduplicated":0,"queued":1,"dead_lettered":0,"outcomes":["delivered","queued-at-limit"]}'],
   ["publish", '{"topic":"a.b","payload":"p"}', '{"ok":true}'],
 ];
 

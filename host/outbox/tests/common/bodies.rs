@@ -387,7 +387,7 @@ pub async fn overwrite_replaces_pending_and_never_with_an_older_sequence(store: 
     // After delivery, a new heartbeat is a new pending row again.
     let o = outbox.store(hb("seq8", 8)).await.unwrap();
     assert!(matches!(o, EnqueueOutcome::Inserted { .. }), "{o:?}");
-    // An OVERWRITE replacement in dispatch counts as accepted.
+    // An OVERWRITE replacement in dispatch is deduplicated.
     let res = outbox
         .dispatch(vec![hb("seq9", 9)], &rx, None)
         .await
@@ -523,7 +523,7 @@ pub async fn dispatch_delivers_within_the_limit_and_leaves_the_rest_to_the_relay
         30,
         "the 9 delivered by dispatch were acked, not relayed again"
     );
-    // A receiver with a pending message is not attempted now (FIFO): rejected.
+    // A receiver with a pending message is not attempted now (FIFO): queued behind it.
     outbox
         .store(msg("Q/1", "first").with_delay_ms(60_000))
         .await

@@ -129,10 +129,12 @@ impl GuestHost for HostInner {
             .instrument(span)
             .await
             .map_err(outbox_error)?;
-        // The WIT still has the two counts; per-target outcomes reach it in a later change.
         Ok(wit::DispatchResult {
-            accepted: d.delivered() + d.deduplicated(),
-            rejected: d.queued() + d.dead_lettered(),
+            delivered: d.delivered(),
+            deduplicated: d.deduplicated(),
+            queued: d.queued(),
+            dead_lettered: d.dead_lettered(),
+            outcomes: d.outcomes.into_iter().map(dispatch_outcome).collect(),
         })
     }
 
@@ -166,5 +168,24 @@ impl GuestHost for HostInner {
 
     fn system(&self) -> Arc<str> {
         self.local().system.clone()
+    }
+}
+
+/// The outbox's outcome for one target as the WIT's. The WIT's `dispatch` request has no
+/// delay, so `QueuedDelayed` cannot come from it; were it to, the row is left for the relay
+/// like one behind a pending message, the nearest WIT outcome (and counted as queued either way).
+fn dispatch_outcome(o: sluice_outbox::DispatchOutcome) -> wit::DispatchOutcome {
+    use sluice_outbox::DispatchOutcome as O;
+    match o {
+        O::Delivered => wit::DispatchOutcome::Delivered,
+        O::Deduplicated => wit::DispatchOutcome::Deduplicated,
+        O::QueuedBehindPending | O::QueuedDelayed => wit::DispatchOutcome::QueuedBehindPending,
+        O::QueuedAtLimit => wit::DispatchOutcome::QueuedAtLimit,
+        O::QueuedRefused => wit::DispatchOutcome::QueuedRefused,
+        O::QueuedFailed => wit::DispatchOutcome::QueuedFailed,
+        O::QueuedOutOfTime => wit::DispatchOutcome::QueuedOutOfTime,
+        O::NotFound => wit::DispatchOutcome::NotFound,
+        O::Expired => wit::DispatchOutcome::Expired,
+        O::DeadLettered => wit::DispatchOutcome::DeadLettered,
     }
 }

@@ -134,16 +134,20 @@ async fn thundering_herd(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let r = ask_json(host, "Leader/job-queue", "dispatch", req.clone()).await?;
     let wall_ms = t0.elapsed().as_millis() as u64;
     ensure!(r["ok"] == true, "dispatch failed: {r}");
-    let (a, j) = (
-        r["accepted"].as_u64().unwrap_or(0),
-        r["rejected"].as_u64().unwrap_or(0),
-    );
+    let n = |k: &str| r[k].as_u64().unwrap_or(0);
+    let (d, q) = (n("delivered"), n("queued"));
     ensure!(
-        a + j == WORKERS as u64,
-        "accepted + rejected != targets: {r}"
+        r["outcomes"].as_array().map(Vec::len) == Some(WORKERS)
+            && d + q + n("deduplicated") + n("dead_lettered") == WORKERS as u64,
+        "the counts do not add up to the targets: {r}"
     );
+    ensure!(n("dead_lettered") == 0, "a worker was dead-lettered: {r}");
     // The herd again with the same key: redelivery is deduplicated.
-    ask_json(host, "Leader/job-queue", "dispatch", req).await?;
+    let again = ask_json(host, "Leader/job-queue", "dispatch", req).await?;
+    ensure!(
+        again["deduplicated"] == WORKERS,
+        "the key did not absorb the redelivery: {again}"
+    );
     drained(ob).await?;
     for w in workers() {
         let it = items(host, &w).await?;
@@ -153,29 +157,29 @@ async fn thundering_herd(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
             it.len()
         );
     }
-    Ok(json!({"targets": WORKERS, "accepted": a, "rejected": j, "wall_ms": wall_ms}))
+    Ok(json!({"targets": WORKERS, "delivered": d, "queued": q, "wall_ms": wall_ms}))
 }
 
 async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
     let mut waves = Vec::new();
     let all = workers();
     let deploy = Instant::now();
-    let (mut total_a, mut total_r) = (0, 0);
+    let (mut total_d, mut total_q) = (0, 0);
     for (n, wave) in all.chunks(20).enumerate() {
         let t0 = Instant::now();
         let req = json!({"targets": wave, "msg_type": "record", "payload": "config 2.1.0", "idempotency_key": "config-2.1.0"});
         let r = ask_json(host, "Leader/job-queue", "dispatch", req).await?;
-        total_a += r["accepted"].as_u64().unwrap_or(0);
-        total_r += r["rejected"].as_u64().unwrap_or(0);
-        waves.push(json!({"wave": n, "accepted": r["accepted"], "rejected": r["rejected"], "wall_ms": t0.elapsed().as_millis()}));
+        total_d += r["delivered"].as_u64().unwrap_or(0);
+        total_q += r["queued"].as_u64().unwrap_or(0);
+        waves.push(json!({"wave": n, "delivered": r["delivered"], "queued": r["queued"], "wall_ms": t0.elapsed().as_millis()}));
     }
     // Config servers have two-slot mailboxes: flood them through the outbox so the relay's
     // AIMD limiter meets MailboxFull and backs off, and still delivers everything.
     let servers: Vec<String> = (0..2).map(|i| format!("ConfigServer/{i}")).collect();
-    let mut server_rejected = 0;
+    let mut server_queued = 0;
     for i in 0..10 {
         let req = json!({"targets": servers, "msg_type": "download", "payload": "20", "idempotency_key": format!("dl-{i}")});
-        server_rejected += ask_json(host, "Leader/job-queue", "dispatch", req).await?["rejected"]
+        server_queued += ask_json(host, "Leader/job-queue", "dispatch", req).await?["queued"]
             .as_u64()
             .unwrap_or(0);
     }
@@ -192,8 +196,8 @@ async fn config_wave_deploy(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
         "config wave dead-lettered messages: {dead:?}"
     );
     Ok(
-        json!({"waves": waves, "total_accepted": total_a, "total_rejected": total_r,
-        "config_server_rejected": server_rejected, "deploy_ms": deploy.elapsed().as_millis() as u64}),
+        json!({"waves": waves, "total": {"delivered": total_d, "queued": total_q},
+        "config_server_queued": server_queued, "deploy_ms": deploy.elapsed().as_millis() as u64}),
     )
 }
 
@@ -226,7 +230,7 @@ async fn send_heartbeat(host: &Host, ob: &Outbox) -> anyhow::Result<Value> {
         delivered += seqs.len();
     }
     Ok(
-        json!({"seq": 3, "sends": 3, "accepted": last["accepted"], "rejected": last["rejected"],
+        json!({"seq": 3, "sends": 3, "delivered": last["delivered"], "queued": last["queued"],
         "heartbeats_delivered": delivered}),
     )
 }
@@ -270,7 +274,7 @@ async fn heartbeats(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
     host.stop().await;
     // Stored with no host running: none delivered at once, all 50 left for the relay.
     Ok(
-        json!({"sent": 50, "accepted": 0, "rejected": 50, "processed": seqs.len(),
+        json!({"sent": 50, "delivered": 0, "queued": 50, "processed": seqs.len(),
         "seqs": seqs}),
     )
 }
@@ -361,7 +365,7 @@ async fn offline_delivery(guests: &Path, dir: &Path) -> anyhow::Result<Value> {
     let recovery_ms = t1.elapsed().as_millis() as u64;
     host.stop().await;
     Ok(
-        json!({"stored": 200, "accepted": 0, "rejected": 200, "rollout_ms": rollout_ms,
+        json!({"stored": 200, "delivered": 0, "queued": 200, "rollout_ms": rollout_ms,
         "recovery_ms": recovery_ms, "delivered_after_restart": 200}),
     )
 }

@@ -150,7 +150,10 @@ impl Actor for Echo {
                 .mode(mode)
                 .idempotency_key(s(&req, "idempotency_key"), conflict);
                 match d.send() {
-                    Ok(r) => json!({"ok": true, "accepted": r.accepted, "rejected": r.rejected}),
+                    Ok(r) => json!({"ok": true, "delivered": r.delivered,
+                        "deduplicated": r.deduplicated, "queued": r.queued,
+                        "dead_lettered": r.dead_lettered,
+                        "outcomes": r.outcomes.iter().map(|o| o.name()).collect::<Vec<_>>()}),
                     Err(e) => report(&e),
                 }
             }

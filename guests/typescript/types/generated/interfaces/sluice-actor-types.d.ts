@@ -141,12 +141,78 @@ declare module 'sluice:actor/types@0.1.0' {
    */
   export type Conflict = 'append' | 'overwrite';
   /**
-   * Accepted = delivered now; rejected = left in the outbox for the relay.
-   * `accepted + rejected` always equals the number of targets.
+   * What `dispatch` did with one target. Only `delivered` means the receiver has it now;
+   * every `queued-*` target is stored and the relay will deliver it (nothing to resend);
+   * `not-found`, `expired` and `dead-lettered` targets are in the dead-letter queue and
+   * will never be delivered unless replayed from it.
+   * # Variants
+   * 
+   * ## `"delivered"`
+   * 
+   * Delivered by the immediate attempt: in the receiver's mailbox (cast) or handled
+   * successfully (call).
+   * ## `"deduplicated"`
+   * 
+   * Absorbed by its idempotency key (an `append` duplicate, an `overwrite` replacement
+   * or a stale `overwrite`): nothing more happens for this target.
+   * ## `"queued-behind-pending"`
+   * 
+   * Left for the relay: an earlier message to the same receiver is pending, and
+   * delivering this one now would overtake it. It follows in order.
+   * ## `"queued-at-limit"`
+   * 
+   * Left for the relay: the relay's concurrency limit for the receiver's actor type had
+   * no free permit. Many of these mean the receivers are the bottleneck.
+   * ## `"queued-refused"`
+   * 
+   * Left for the relay: the receiver refused for capacity (full mailbox, admission or
+   * activation cap). Retried after its hint; never counts toward max attempts.
+   * ## `"queued-failed"`
+   * 
+   * Left for the relay: the attempt failed in a way that may pass (the handler returned
+   * an error, the actor was restarting). Retried with backoff up to max attempts.
+   * ## `"queued-out-of-time"`
+   * 
+   * Left for the relay: this turn's deadline had passed before the attempt, or passed
+   * during it. Give dispatch more time if you want immediate delivery.
+   * ## `"not-found"`
+   * 
+   * Dead-lettered at once: there is no actor type of the receiver's name. Check the
+   * target id.
+   * ## `"expired"`
+   * 
+   * Dead-lettered at once: its ttl had already passed.
+   * ## `"dead-lettered"`
+   * 
+   * Dead-lettered at once for another permanent failure (a malformed receiver id, or a
+   * failure when only one attempt is allowed); the dead-letter entry says why.
+   */
+  export type DispatchOutcome = 'delivered' | 'deduplicated' | 'queued-behind-pending' | 'queued-at-limit' | 'queued-refused' | 'queued-failed' | 'queued-out-of-time' | 'not-found' | 'expired' | 'dead-lettered';
+  /**
+   * What `dispatch` did: counts by kind and one outcome per target.
+   * `delivered + deduplicated + queued + dead-lettered` equals the number of targets.
    */
   export interface DispatchResult {
-    accepted: number,
-    rejected: number,
+    /**
+     * Targets delivered by the immediate attempt.
+     */
+    delivered: number,
+    /**
+     * Targets absorbed by their idempotency key.
+     */
+    deduplicated: number,
+    /**
+     * Targets left in the outbox for the relay (every `queued-*` outcome).
+     */
+    queued: number,
+    /**
+     * Targets dead-lettered at once (`not-found`, `expired`, `dead-lettered`).
+     */
+    deadLettered: number,
+    /**
+     * One outcome per target, in the order of the request's `targets`.
+     */
+    outcomes: Array<DispatchOutcome>,
   }
   /**
    * A durable fan-out request.

@@ -89,11 +89,17 @@ func Dispatch(req sluice_actor_types.DispatchRequest) witTypes.Result[sluice_act
 		panic("unreachable")
 	}
 	wasm_import_dispatch(returnArea, returnArea)
-	var result5 witTypes.Result[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError]
+	var result6 witTypes.Result[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError]
 	switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 0))) {
 	case 0:
+		result4 := make([]sluice_actor_types.DispatchOutcome, 0, *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (24 + 1*4))))
+		for index := 0; index < int(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (24 + 1*4)))); index++ {
+			base := unsafe.Add(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 24)))), index*1)
 
-		result5 = witTypes.Ok[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError](sluice_actor_types.DispatchResult{Accepted: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 8))), Rejected: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 12)))})
+			result4 = append(result4, uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)))))
+		}
+
+		result6 = witTypes.Ok[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError](sluice_actor_types.DispatchResult{Delivered: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 8))), Deduplicated: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 12))), Queued: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 16))), DeadLettered: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), 20))), Outcomes: result4})
 	case 1:
 		value := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 1*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 2*4))))
 		var option witTypes.Option[uint64]
@@ -107,24 +113,24 @@ func Dispatch(req sluice_actor_types.DispatchRequest) witTypes.Result[sluice_act
 		default:
 			panic("unreachable")
 		}
-		var option4 witTypes.Option[sluice_actor_types.OverloadInfo]
+		var option5 witTypes.Option[sluice_actor_types.OverloadInfo]
 		switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (40 + 2*4)))) {
 		case 0:
 
-			option4 = witTypes.None[sluice_actor_types.OverloadInfo]()
+			option5 = witTypes.None[sluice_actor_types.OverloadInfo]()
 		case 1:
 
-			option4 = witTypes.Some[sluice_actor_types.OverloadInfo](sluice_actor_types.OverloadInfo{Scope: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (48 + 2*4))))), Depth: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (56 + 2*4)))), Limit: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (64 + 2*4))))})
+			option5 = witTypes.Some[sluice_actor_types.OverloadInfo](sluice_actor_types.OverloadInfo{Scope: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (48 + 2*4))))), Depth: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (56 + 2*4)))), Limit: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (64 + 2*4))))})
 		default:
 			panic("unreachable")
 		}
 
-		result5 = witTypes.Err[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError](sluice_actor_types.ActorError{Code: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 8)))), Message: value, RetryAfterMs: option, Skipped: (uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (32 + 2*4)))) != 0), Overload: option4})
+		result6 = witTypes.Err[sluice_actor_types.DispatchResult, sluice_actor_types.ActorError](sluice_actor_types.ActorError{Code: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 8)))), Message: value, RetryAfterMs: option, Skipped: (uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (32 + 2*4)))) != 0), Overload: option5})
 	default:
 		panic("unreachable")
 	}
-	result6 := result5
-	return result6
+	result7 := result6
+	return result7
 
 }
 

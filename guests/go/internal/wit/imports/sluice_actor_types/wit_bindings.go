@@ -117,11 +117,57 @@ const (
 // What a repeated idempotency key means.
 type Conflict = uint8
 
-// Accepted = delivered now; rejected = left in the outbox for the relay.
-// `accepted + rejected` always equals the number of targets.
+const (
+	// Delivered by the immediate attempt: in the receiver's mailbox (cast) or handled
+	// successfully (call).
+	DispatchOutcome_Delivered uint8 = 0
+	// Absorbed by its idempotency key (an `append` duplicate, an `overwrite` replacement
+	// or a stale `overwrite`): nothing more happens for this target.
+	DispatchOutcome_Deduplicated uint8 = 1
+	// Left for the relay: an earlier message to the same receiver is pending, and
+	// delivering this one now would overtake it. It follows in order.
+	DispatchOutcome_QueuedBehindPending uint8 = 2
+	// Left for the relay: the relay's concurrency limit for the receiver's actor type had
+	// no free permit. Many of these mean the receivers are the bottleneck.
+	DispatchOutcome_QueuedAtLimit uint8 = 3
+	// Left for the relay: the receiver refused for capacity (full mailbox, admission or
+	// activation cap). Retried after its hint; never counts toward max attempts.
+	DispatchOutcome_QueuedRefused uint8 = 4
+	// Left for the relay: the attempt failed in a way that may pass (the handler returned
+	// an error, the actor was restarting). Retried with backoff up to max attempts.
+	DispatchOutcome_QueuedFailed uint8 = 5
+	// Left for the relay: this turn's deadline had passed before the attempt, or passed
+	// during it. Give dispatch more time if you want immediate delivery.
+	DispatchOutcome_QueuedOutOfTime uint8 = 6
+	// Dead-lettered at once: there is no actor type of the receiver's name. Check the
+	// target id.
+	DispatchOutcome_NotFound uint8 = 7
+	// Dead-lettered at once: its ttl had already passed.
+	DispatchOutcome_Expired uint8 = 8
+	// Dead-lettered at once for another permanent failure (a malformed receiver id, or a
+	// failure when only one attempt is allowed); the dead-letter entry says why.
+	DispatchOutcome_DeadLettered uint8 = 9
+)
+
+// What `dispatch` did with one target. Only `delivered` means the receiver has it now;
+// every `queued-*` target is stored and the relay will deliver it (nothing to resend);
+// `not-found`, `expired` and `dead-lettered` targets are in the dead-letter queue and
+// will never be delivered unless replayed from it.
+type DispatchOutcome = uint8
+
+// What `dispatch` did: counts by kind and one outcome per target.
+// `delivered + deduplicated + queued + dead-lettered` equals the number of targets.
 type DispatchResult struct {
-	Accepted uint32
-	Rejected uint32
+	// Targets delivered by the immediate attempt.
+	Delivered uint32
+	// Targets absorbed by their idempotency key.
+	Deduplicated uint32
+	// Targets left in the outbox for the relay (every `queued-*` outcome).
+	Queued uint32
+	// Targets dead-lettered at once (`not-found`, `expired`, `dead-lettered`).
+	DeadLettered uint32
+	// One outcome per target, in the order of the request's `targets`.
+	Outcomes []DispatchOutcome
 }
 
 // A durable fan-out request.

@@ -93,14 +93,35 @@ class Conflict(Enum):
     APPEND = 0
     OVERWRITE = 1
 
+class DispatchOutcome(Enum):
+    """
+    What `dispatch` did with one target. Only `delivered` means the receiver has it now;
+    every `queued-*` target is stored and the relay will deliver it (nothing to resend);
+    `not-found`, `expired` and `dead-lettered` targets are in the dead-letter queue and
+    will never be delivered unless replayed from it.
+    """
+    DELIVERED = 0
+    DEDUPLICATED = 1
+    QUEUED_BEHIND_PENDING = 2
+    QUEUED_AT_LIMIT = 3
+    QUEUED_REFUSED = 4
+    QUEUED_FAILED = 5
+    QUEUED_OUT_OF_TIME = 6
+    NOT_FOUND = 7
+    EXPIRED = 8
+    DEAD_LETTERED = 9
+
 @dataclass
 class DispatchResult:
     """
-    Accepted = delivered now; rejected = left in the outbox for the relay.
-    `accepted + rejected` always equals the number of targets.
+    What `dispatch` did: counts by kind and one outcome per target.
+    `delivered + deduplicated + queued + dead-lettered` equals the number of targets.
     """
-    accepted: int
-    rejected: int
+    delivered: int
+    deduplicated: int
+    queued: int
+    dead_lettered: int
+    outcomes: List[DispatchOutcome]
 
 @dataclass
 class DispatchRequest:
