@@ -316,7 +316,8 @@ pub enum Lang {
     Go,
     /// `guests/python` (componentize-py).
     Python,
-    /// `guests/typescript` (jco componentize, StarlingMonkey).
+    /// `guests/typescript` (jco componentize; QuickJS unless `SLUICE_JS_ENGINE` says
+    /// `starlingmonkey`, see [`cache_name`]).
     TypeScript,
 }
 
@@ -397,8 +398,22 @@ fn source_hash(lang: Lang) -> String {
     hex::encode(&h.finalize()[..12])
 }
 
+/// The guest cache folder's name for `lang` at source hash `hash`: TypeScript's names the
+/// JavaScript engine too (`typescript-quickjs-<hash>`), so a run with `SLUICE_JS_ENGINE` set to
+/// the other engine never reuses these components. Panics on an unknown engine name.
+pub fn cache_name(lang: Lang, hash: &str) -> String {
+    if lang == Lang::TypeScript {
+        let engine = sluice_build::JsBackend::resolve(None)
+            .unwrap_or_else(|e| panic!("{}: {e}", sluice_build::JsBackend::ENV));
+        format!("{}-{engine}-{hash}", lang.dir())
+    } else {
+        format!("{}-{hash}", lang.dir())
+    }
+}
+
 /// Builds TESTKIT guest `name` of `lang` with `sluice_build` (once per source hash: outputs are
-/// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run) and
+/// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run; a
+/// TypeScript guest is built with the engine `SLUICE_JS_ENGINE` names, QuickJS by default) and
 /// returns its path. `None` when the language's toolchain is missing and
 /// [`toolchains_required`] is false (the test then skips, saying so through [`skip`]); under
 /// the gate a missing toolchain panics with the install command.
@@ -420,7 +435,7 @@ pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
         .clone();
     let dir = root()
         .join("target/guest-cache")
-        .join(format!("{}-{hash}", lang.dir()));
+        .join(cache_name(lang, &hash));
     let out = dir.join(format!("{name}.wasm"));
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if out.exists() {
