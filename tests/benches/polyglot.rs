@@ -4,11 +4,15 @@
 //! throughput (tells), ask p50/p99, RSS per idle actor.
 //!
 //! `cargo bench -p sluice-tests --bench polyglot [-- --quick] [-- go python ...]`
+//!
+//! TypeScript is measured twice in the same run, once per JavaScript engine (QuickJS, the
+//! default, then StarlingMonkey); `--js-engine quickjs|starlingmonkey` keeps one.
 
 use std::time::{Duration, Instant};
 
+use sluice_build::JsBackend;
 use sluice_runtime::{ActorId, ChildSpec, Host, HostConfig, MailboxStrategy};
-use sluice_tests::{Lang, guest, root, test_config};
+use sluice_tests::{Lang, guest_on, root, test_config};
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -52,18 +56,34 @@ async fn bench() -> anyhow::Result<()> {
         "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput | ask p50 / p99 | RSS per idle actor |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for lang in langs {
+    let engines: Vec<JsBackend> = match args.iter().position(|a| a == "--js-engine") {
+        Some(i) => vec![args.get(i + 1).map_or("", String::as_str).parse()?],
+        None => vec![JsBackend::QuickJs, JsBackend::StarlingMonkey],
+    };
+    let runs: Vec<(Lang, JsBackend)> = langs
+        .into_iter()
+        .flat_map(|l| match l {
+            Lang::TypeScript => engines.iter().map(|e| (l, *e)).collect(),
+            _ => vec![(l, JsBackend::default())],
+        })
+        .collect();
+    for (lang, engine) in runs {
+        let label = match lang {
+            Lang::TypeScript => format!("TypeScript ({engine})"),
+            _ => format!("{lang:?}"),
+        };
         // Build time: a fresh build into a scratch file (the cache is not consulted).
         let build_time = if lang == Lang::Rust {
             None
         } else {
             let out = root()
                 .join("target/guest-bench")
-                .join(format!("{}-echo.wasm", lang.dir()));
+                .join(format!("{}-{engine}-echo.wasm", lang.dir()));
             let t = Instant::now();
             let opts = sluice_build::BuildOptions {
                 output: Some(out),
                 repo_root: Some(root()),
+                js_backend: Some(engine),
                 ..Default::default()
             };
             sluice_build::build(
@@ -72,7 +92,7 @@ async fn bench() -> anyhow::Result<()> {
             )?;
             Some(t.elapsed())
         };
-        let path = guest(lang, "echo").expect("toolchain present");
+        let path = guest_on(lang, "echo", engine).expect("toolchain present");
         let bytes = std::fs::read(&path)?;
         // Cold compile: no cache dir; cached load: a warm cache dir (second deploy).
         let cold_host = Host::new(HostConfig {
@@ -138,7 +158,7 @@ async fn bench() -> anyhow::Result<()> {
         host.shutdown();
         let reused = reused_slot_activation(&bytes, if quick { 10 } else { 30 }).await?;
         println!(
-            "| {lang:?} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
+            "| {label} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
             bytes.len() as f64 / 1e6,
             build_time.map_or("—".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
             cold.as_secs_f64() * 1e3,

@@ -316,7 +316,8 @@ pub enum Lang {
     Go,
     /// `guests/python` (componentize-py).
     Python,
-    /// `guests/typescript` (jco componentize, StarlingMonkey).
+    /// `guests/typescript` (jco componentize; QuickJS unless `SLUICE_JS_ENGINE` says
+    /// `starlingmonkey`, see [`js_engine`]).
     TypeScript,
 }
 
@@ -397,12 +398,37 @@ fn source_hash(lang: Lang) -> String {
     hex::encode(&h.finalize()[..12])
 }
 
+/// The guest cache folder's name for `lang` at source hash `hash`: TypeScript's names the
+/// JavaScript engine too (`typescript-quickjs-<hash>`), so components of the two engines are
+/// never mixed up.
+fn cache_name(lang: Lang, hash: &str, engine: sluice_build::JsBackend) -> String {
+    if lang == Lang::TypeScript {
+        format!("{}-{engine}-{hash}", lang.dir())
+    } else {
+        format!("{}-{hash}", lang.dir())
+    }
+}
+
+/// The JavaScript engine TypeScript test guests are built with: the one `SLUICE_JS_ENGINE`
+/// names, else the default (QuickJS). Panics on an unknown name.
+pub fn js_engine() -> sluice_build::JsBackend {
+    sluice_build::JsBackend::resolve(None)
+        .unwrap_or_else(|e| panic!("{}: {e}", sluice_build::JsBackend::ENV))
+}
+
 /// Builds TESTKIT guest `name` of `lang` with `sluice_build` (once per source hash: outputs are
-/// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run) and
+/// cached in `target/guest-cache/<lang>-<hash>/`, shared by every test binary and run; a
+/// TypeScript guest is built with the engine `SLUICE_JS_ENGINE` names, QuickJS by default) and
 /// returns its path. `None` when the language's toolchain is missing and
 /// [`toolchains_required`] is false (the test then skips, saying so through [`skip`]); under
 /// the gate a missing toolchain panics with the install command.
 pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
+    guest_on(lang, name, js_engine())
+}
+
+/// [`guest`], a TypeScript one built with `engine` whatever `SLUICE_JS_ENGINE` says (the
+/// benchmark measures both engines in one run); `engine` means nothing to other languages.
+pub fn guest_on(lang: Lang, name: &str, engine: sluice_build::JsBackend) -> Option<PathBuf> {
     use std::collections::HashMap;
     use std::sync::Mutex;
     if lang == Lang::Rust {
@@ -420,7 +446,7 @@ pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
         .clone();
     let dir = root()
         .join("target/guest-cache")
-        .join(format!("{}-{hash}", lang.dir()));
+        .join(cache_name(lang, &hash, engine));
     let out = dir.join(format!("{name}.wasm"));
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if out.exists() {
@@ -437,6 +463,7 @@ pub fn guest(lang: Lang, name: &str) -> Option<PathBuf> {
     let opts = sluice_build::BuildOptions {
         output: Some(tmp.clone()),
         repo_root: Some(root()),
+        js_backend: Some(engine),
         ..Default::default()
     };
     let t0 = Instant::now();

@@ -1,7 +1,7 @@
 /**
- * The web globals an actor may use on StarlingMonkey, the default backend (componentize-js):
- * `TextEncoder` and `TextDecoder`. The QuickJS backend (`--backend qjs`) has neither; the SDK's
- * `encodeUtf8`/`decodeUtf8` work on both. The SDK's `lib` is plain `es2022` (no DOM), so these
+ * `TextEncoder` and `TextDecoder`, which an actor may use on either engine: StarlingMonkey has
+ * its own, and on QuickJS (the default engine, which has neither) the SDK installs its UTF-8
+ * implementation (`utf8.ts`) on `globalThis`. The SDK's `lib` is plain `es2022` (no DOM), so these
  * are declared here, in the same shape as TypeScript's `lib.dom.d.ts`: an actor whose own
  * tsconfig adds the DOM or WebWorker lib merges with them instead of clashing.
  */

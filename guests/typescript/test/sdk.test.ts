@@ -140,7 +140,7 @@ test("error mapping is lossless both ways", () => {
   for (const r of recs) assert.deepEqual(toWit(fromWit(r as any)), r);
 });
 
-test("utf8 fallback (QuickJS has no TextEncoder) matches TextEncoder", () => {
+test("encodeUtf8/decodeUtf8 round-trip text (the codec itself: utf8.test.ts)", () => {
   const s = "héllo ✓ 𝄞 \u0000 end";
   assert.deepEqual(encodeUtf8Js(s), new TextEncoder().encode(s));
   assert.equal(decodeUtf8Js(new TextEncoder().encode(s)), s);

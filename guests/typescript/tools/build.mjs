@@ -2,7 +2,8 @@
 // Build one TypeScript/JavaScript actor folder into a Sluice component:
 //   type-check (tsc) -> bundle (esbuild) -> componentize (jco, componentize-js or QuickJS).
 //
-// usage: node tools/build.mjs ACTOR_DIR -o OUT.wasm [--backend starlingmonkey|qjs] [--no-check]
+// usage: node tools/build.mjs ACTOR_DIR -o OUT.wasm [--backend qjs|starlingmonkey] [--no-check]
+// QuickJS (qjs) is the default engine; StarlingMonkey brings more web APIs, ~12 MB and slower calls.
 // The actor's entry is ACTOR_DIR/app.ts (or app.js); it must `export const actor = register(...)`.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +16,7 @@ const WIT_DIR = resolve(SDK_ROOT, "../../wit");
 const bin = (p) => join(SDK_ROOT, "node_modules", p);
 
 function parseArgs(argv) {
-  const o = { dir: null, out: null, backend: "starlingmonkey", check: true, wit: WIT_DIR };
+  const o = { dir: null, out: null, backend: "qjs", check: true, wit: WIT_DIR };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "-o" || a === "--out") o.out = argv[++i];
@@ -25,7 +26,7 @@ function parseArgs(argv) {
     else if (!o.dir) o.dir = a;
     else throw new Error(`unexpected argument ${a}`);
   }
-  if (!o.dir) throw new Error("usage: build.mjs ACTOR_DIR -o OUT.wasm [--backend starlingmonkey|qjs]");
+  if (!o.dir) throw new Error("usage: build.mjs ACTOR_DIR -o OUT.wasm [--backend qjs|starlingmonkey]");
   o.dir = resolve(o.dir);
   o.out = resolve(o.out ?? join(o.dir, "actor.wasm"));
   o.wit = resolve(o.wit);

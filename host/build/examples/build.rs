@@ -1,4 +1,4 @@
-//! `cargo run -p sluice-build --example build -- DIR [-o OUT.wasm] [--qjs]`: what
+//! `cargo run -p sluice-build --example build -- DIR [-o OUT.wasm] [--js-engine ENGINE]`: what
 //! `sluice build DIR` will do, until the CLI wires it in.
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,11 +15,16 @@ fn main() -> anyhow::Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "-o" => opts.output = args.next().map(PathBuf::from),
-            "--qjs" => opts.js_backend = JsBackend::QuickJs,
+            "--js-engine" => {
+                let name = args.next().unwrap_or_default();
+                opts.js_backend = Some(name.parse::<JsBackend>()?);
+            }
             _ => dir = Some(PathBuf::from(a)),
         }
     }
-    let dir = dir.ok_or_else(|| anyhow::anyhow!("usage: build DIR [-o OUT.wasm] [--qjs]"))?;
+    let dir = dir.ok_or_else(|| {
+        anyhow::anyhow!("usage: build DIR [-o OUT.wasm] [--js-engine quickjs|starlingmonkey]")
+    })?;
     let out = build(&dir, &opts)?;
     println!(
         "{} component: {} ({} bytes, {:.1} s)\n  imports: {}\n  exports: {}",

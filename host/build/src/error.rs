@@ -56,6 +56,12 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `SLUICE_JS_ENGINE` (or a `--js-engine` flag) names no engine Sluice knows.
+    #[error("unknown JavaScript engine {name:?}: expected quickjs or starlingmonkey")]
+    UnknownJsEngine {
+        /// The name given.
+        name: String,
+    },
     /// File system trouble.
     #[error("{context}: {source}")]
     Io {

@@ -165,12 +165,12 @@ fn typescript_echo_builds_into_an_actor_component() {
 }
 
 #[test]
-fn typescript_echo_builds_with_the_quickjs_backend() {
+fn typescript_echo_builds_with_the_starlingmonkey_backend() {
     let opts = BuildOptions {
-        js_backend: JsBackend::QuickJs,
+        js_backend: Some(JsBackend::StarlingMonkey),
         ..Default::default()
     };
-    build_echo("typescript", Language::TypeScript, opts, "typescript-qjs");
+    build_echo("typescript", Language::TypeScript, opts, "typescript-sm");
 }
 
 #[test]

@@ -154,7 +154,8 @@ fn source_hash(lang: Lang) -> String {
 }
 
 /// Builds `examples/job_queue_outbox/<lang>` with `sluice_build` into
-/// `target/guest-cache/job_queue-<lang>-<hash>/job_queue.wasm` (once per source hash) and
+/// `target/guest-cache/job_queue-<lang>-<hash>/job_queue.wasm` (once per source hash; for
+/// TypeScript `job_queue-typescript-<engine>-<hash>`) and
 /// returns the component's path. A missing folder is an error saying so.
 pub fn build(lang: Lang) -> anyhow::Result<PathBuf> {
     // One build at a time per process: two cores, and the toolchains share caches.
@@ -166,8 +167,14 @@ pub fn build(lang: Lang) -> anyhow::Result<PathBuf> {
         src.display()
     );
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    // TypeScript's cache names its JavaScript engine (`SLUICE_JS_ENGINE`, default QuickJS):
+    // a run with the other engine builds its own component.
+    let engine = match lang {
+        Lang::TypeScript => format!("-{}", sluice_build::JsBackend::resolve(None)?),
+        _ => String::new(),
+    };
     let dir = root().join("target/guest-cache").join(format!(
-        "job_queue-{}-{}",
+        "job_queue-{}{engine}-{}",
         lang.name(),
         source_hash(lang)
     ));

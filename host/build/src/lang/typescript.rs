@@ -29,8 +29,11 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
         .arg(ctx.output)
         .arg("--wit")
         .arg(ctx.wit_dir());
-    let step = match ctx.opts.js_backend {
-        JsBackend::StarlingMonkey => "tsc + esbuild + jco componentize (StarlingMonkey)",
+    let step = match JsBackend::resolve(ctx.opts.js_backend)? {
+        JsBackend::StarlingMonkey => {
+            cmd.args(["--backend", "starlingmonkey"]);
+            "tsc + esbuild + jco componentize (StarlingMonkey)"
+        }
         JsBackend::QuickJs => {
             cmd.args(["--backend", "qjs"]);
             "tsc + esbuild + jco componentize (QuickJS)"
