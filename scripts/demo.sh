@@ -13,20 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=go1.27.3
 
-t0=$SECONDS
-phase_t0=$SECONDS
-phase_name=""
-clock() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-# `phase NAME`: closes the previous phase with its time and opens the next one.
-phase() {
-  if [ -n "$phase_name" ]; then
-    echo "   (took $(clock $((SECONDS - phase_t0))))" >&2
-  fi
-  phase_name=$1
-  phase_t0=$SECONDS
-  [ -n "$1" ] && echo "== [$(clock $((SECONDS - t0)))] $1" >&2
-  return 0
-}
+source scripts/phase.sh
 
 phase "guest toolchains (installed once: wasm32-wasip2, componentize-py, npm ci, Go $GOTOOLCHAIN)"
 bash scripts/guest-toolchains.sh

@@ -9,21 +9,8 @@ export SLUICE_REQUIRE_GUEST_TOOLCHAINS=1
 # No incremental state: a test run builds once, and its incremental dirs cost gigabytes of disk.
 export CARGO_INCREMENTAL=0
 
-# `phase NAME`: closes the previous phase with its time and opens the next one, so a long
-# build shows where it is (the whole command took 34 min on CI's machine, see the README).
-t0=$SECONDS
-phase_t0=$SECONDS
-phase_name=""
-clock() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-phase() {
-  if [ -n "$phase_name" ]; then
-    echo "   (took $(clock $((SECONDS - phase_t0))))"
-  fi
-  phase_name=$1
-  phase_t0=$SECONDS
-  [ -n "$1" ] && echo "== [$(clock $((SECONDS - t0)))] $1"
-  return 0
-}
+# Phases with their times (the whole test command took 34 min on CI's machine, see the README).
+source scripts/phase.sh
 
 phase "toolchains"
 rustup target add wasm32-wasip2 >/dev/null
