@@ -14,6 +14,20 @@ use sluice_build::JsBackend;
 use sluice_runtime::{ActorId, ChildSpec, Host, HostConfig, MailboxStrategy};
 use sluice_tests::{Lang, guest_on, root, test_config};
 
+/// Tells `n` messages into `id` as fast as they are accepted, then waits for an ask behind them:
+/// messages per second end to end.
+async fn tell_rate(host: &Host, id: &str, n: usize, payload: &[u8]) -> anyhow::Result<f64> {
+    host.ask(id, "echo", payload.to_vec(), T).await?;
+    let actor = ActorId::parse(id)?;
+    let t = Instant::now();
+    for _ in 0..n {
+        host.tell_to(&actor, "echo", payload.to_vec()).await?;
+    }
+    host.ask(id, "echo", payload.to_vec(), Duration::from_secs(600))
+        .await?;
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p) as usize]
@@ -53,9 +67,9 @@ async fn bench() -> anyhow::Result<()> {
     let n: usize = if quick { 5_000 } else { 50_000 };
     let k: usize = if quick { 20 } else { 100 };
     println!(
-        "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput | ask p50 / p99 | RSS per idle actor |"
+        "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput, one call per message | tell throughput, batched turns (gain) | ask p50 / p99 | RSS per idle actor |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let engines: Vec<JsBackend> = match args.iter().position(|a| a == "--js-engine") {
         Some(i) => vec![args.get(i + 1).map_or("", String::as_str).parse()?],
         None => vec![JsBackend::QuickJs, JsBackend::StarlingMonkey],
@@ -121,15 +135,20 @@ async fn bench() -> anyhow::Result<()> {
         host.ask("Echo/tp", "echo", payload.clone(), T)
             .await
             .unwrap();
-        let id = ActorId::parse("Echo/tp")?;
-        let t = Instant::now();
-        for _ in 0..n {
-            host.tell_to(&id, "echo", payload.clone()).await.unwrap();
-        }
-        host.ask("Echo/tp", "echo", payload.clone(), Duration::from_secs(600))
-            .await
-            .unwrap();
-        let rate = n as f64 / t.elapsed().as_secs_f64();
+        let rate = tell_rate(&host, "Echo/tp", n, &payload).await?;
+        // The same tells on a host that runs one guest call per message (no batched turns).
+        let single = Host::new(HostConfig {
+            max_batch_turns: 1,
+            ..test_config()
+        })?;
+        single
+            .deploy(
+                ChildSpec::new("Echo", "echo.wasm").mailbox(n + 10, MailboxStrategy::Error),
+                bytes.clone(),
+            )
+            .await?;
+        let single_rate = tell_rate(&single, "Echo/tp", n, &payload).await?;
+        single.shutdown();
         let mut lat = Vec::with_capacity(n / 5);
         for _ in 0..n / 5 {
             let t = Instant::now();
@@ -158,14 +177,16 @@ async fn bench() -> anyhow::Result<()> {
         host.shutdown();
         let reused = reused_slot_activation(&bytes, if quick { 10 } else { 30 }).await?;
         println!(
-            "| {label} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
+            "| {label} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.0}/s ({:.1}×) | {:.1} / {:.1} µs | {:.0} KiB |",
             bytes.len() as f64 / 1e6,
             build_time.map_or("—".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
             cold.as_secs_f64() * 1e3,
             cached.as_secs_f64() * 1e3,
             act.as_secs_f64() * 1e6,
             reused.as_secs_f64() * 1e6,
+            single_rate,
             rate,
+            rate / single_rate,
             pct(&mut lat, 0.5).as_secs_f64() * 1e6,
             pct(&mut lat, 0.99).as_secs_f64() * 1e6,
             rss
