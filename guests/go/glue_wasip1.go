@@ -12,10 +12,12 @@ import (
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 
 	exp "sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
+	expb "sluice.dev/guest/internal/wit/exports/export_sluice_actor_batch"
 	_ "sluice.dev/guest/internal/wit/exports/wit_exports" // the //go:wasmexport functions
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_bus"
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_host"
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_outbox"
+	"sluice.dev/guest/internal/wit/imports/sluice_actor_turns"
 	wt "sluice.dev/guest/internal/wit/imports/sluice_actor_types"
 )
 
@@ -23,6 +25,7 @@ func init() {
 	SetBackend(witBackend{})
 	exp.InitHook = witInit
 	exp.HandleHook = witHandle
+	expb.RunHook = witRun
 }
 
 var codeToWit = map[Code]wt.ErrorCode{
@@ -117,6 +120,21 @@ func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
 		out = []byte{}
 	}
 	return witTypes.Ok[[]uint8, wt.ActorError](out)
+}
+
+// witRun is the WIT `batch` export (batched turns): the host hands over the messages queued
+// behind a turn one at a time, and each runs through witHandle as if it came alone; its result
+// goes back with the next call, which answers its caller before the next turn starts. A panic
+// traps the batch at that turn, as it traps a turn alone; the host requeues the rest.
+func witRun() {
+	done := witTypes.None[witTypes.Result[[]uint8, wt.ActorError]]()
+	for {
+		env := sluice_actor_turns.Next(done)
+		if env.IsNone() {
+			return
+		}
+		done = witTypes.Some(witHandle(env.Some()))
+	}
 }
 
 type witBackend struct{}

@@ -3,20 +3,42 @@
 //! order, its own reply as its turn ends, a skip when it expired, its own `max_turn_ms`, and a
 //! trap that costs only its own turn (the later messages run once, on the restarted instance).
 //!
-//! The Rust SDK exports `batch` for every actor. Each test holds the actor in a long turn,
-//! queues messages behind it, and reads the batch counters to prove the queue ran batched.
+//! Every SDK (Rust, Go, Python, TypeScript) exports `batch` for every actor; each test runs once
+//! per language on its `batch` testkit guest. Each holds the actor in a long turn, queues messages
+//! behind it, and reads the batch counters to prove the queue ran batched.
 
 use std::time::{Duration, Instant};
 
 use sluice_runtime::{ChildSpec, ErrorCode, Host, HostConfig};
-use sluice_tests::{host_with, install_metrics, metric, test_config, type_status, wait_until};
+use sluice_tests::{
+    Lang, install_metrics, metric, poly_host, test_config, type_status, wait_until,
+};
 
 const T: Duration = Duration::from_secs(30);
 
-/// A host running the `batch` guest as actor type `ty` (each test its own, for its metrics).
-async fn batch_host(ty: &str, cfg: HostConfig) -> Host {
+sluice_tests::per_language!(
+    a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_reply_its_own,
+    max_batch_turns_1_runs_a_batching_guest_one_call_per_message,
+    a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn,
+    an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start,
+    a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms,
+);
+
+/// A host running `lang`'s `batch` guest as actor type `<name><lang>` (each test and language
+/// its own, for its metrics); returns the host, the type and the actor id `<type>/1` (leaked:
+/// the tests move the id into spawned tasks).
+async fn batch_host(lang: Lang, name: &str, cfg: HostConfig) -> (Host, &'static str, &'static str) {
     install_metrics();
-    host_with(cfg, vec![(ChildSpec::new(ty, "batch.wasm"), "batch")]).await
+    let ty = format!("{name}{lang:?}");
+    let host = poly_host(
+        cfg,
+        lang,
+        vec![(ChildSpec::new(&ty, "batch.wasm"), "batch")],
+    )
+    .await
+    .expect("the gate makes a missing toolchain a failure");
+    let id = format!("{ty}/1");
+    (host, ty.leak(), id.leak())
 }
 
 /// Holds `id` in a turn of `ms` milliseconds and returns once that turn has started.
@@ -47,11 +69,10 @@ fn text(r: Vec<u8>) -> String {
     String::from_utf8(r).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_reply_its_own() {
-    let ty = "BatchOrder";
-    let host = batch_host(ty, test_config()).await;
-    let id = "BatchOrder/1";
+async fn a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_reply_its_own(
+    lang: Lang,
+) {
+    let (host, ty, id) = batch_host(lang, "BatchOrder", test_config()).await;
     // A message alone is one call to `handle`, not a batch.
     assert_eq!(
         text(host.ask(id, "seq", "alone", T).await.unwrap()),
@@ -87,10 +108,11 @@ async fn a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_r
         assert_eq!(reply, format!("{}:{i}", pos + 1));
     }
     assert_eq!(seen.len(), 51, "every message ran once: {seen:?}");
-    // 50 turns behind the hold: two batches at least (32 at most each), all 50 batched; the
-    // `seen` ask came alone.
+    // 50 turns behind the hold: two batches at least (32 at most each), all 50 batched. The
+    // `seen` ask is sent as the last reply arrives, while that batch can still take one more
+    // message: it ran alone or as a 51st batched turn.
     let (calls, turns) = batches(ty);
-    assert_eq!(turns, 50.0, "batched turns");
+    assert!(turns == 50.0 || turns == 51.0, "{turns} batched turns");
     assert!((2.0..=3.0).contains(&calls), "{calls} batches for 50 turns");
     assert_eq!(
         metric(
@@ -102,15 +124,12 @@ async fn a_queue_runs_in_batches_of_at_most_max_batch_turns_in_order_with_each_r
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_batch_turns_1_runs_a_batching_guest_one_call_per_message() {
-    let ty = "BatchOff";
+async fn max_batch_turns_1_runs_a_batching_guest_one_call_per_message(lang: Lang) {
     let cfg = HostConfig {
         max_batch_turns: 1,
         ..test_config()
     };
-    let host = batch_host(ty, cfg).await;
-    let id = "BatchOff/1";
+    let (host, ty, id) = batch_host(lang, "BatchOff", cfg).await;
     hold(&host, ty, id, 500).await;
     for i in 0..10 {
         host.tell(id, "seq", i.to_string()).await.unwrap();
@@ -120,11 +139,8 @@ async fn max_batch_turns_1_runs_a_batching_guest_one_call_per_message() {
     assert_eq!(batches(ty), (0.0, 0.0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn() {
-    let ty = "BatchTrap";
-    let host = batch_host(ty, test_config()).await;
-    let id = "BatchTrap/1";
+async fn a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn(lang: Lang) {
+    let (host, ty, id) = batch_host(lang, "BatchTrap", test_config()).await;
     hold(&host, ty, id, 1000).await;
     let asks: Vec<_> = (0..32)
         .map(|i| {
@@ -178,18 +194,18 @@ async fn a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn() {
         // hold, 31 seq, seen
         33.0
     );
-    assert_eq!(
-        batches(ty).1,
-        32.0,
-        "the trap's batch ran 17 turns, the next 15"
+    // The trap's batch ran 17 turns, the next 15. The `seen` ask is sent as the last reply
+    // arrives, which is while that batch can still take one more message: it may run as a
+    // 33rd batched turn or alone.
+    let turns = batches(ty).1;
+    assert!(
+        turns == 32.0 || turns == 33.0,
+        "{turns} batched turns: 17 up to the trap, then 15 (and perhaps `seen`)"
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start() {
-    let ty = "BatchExpire";
-    let host = batch_host(ty, test_config()).await;
-    let id = "BatchExpire/1";
+async fn an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start(lang: Lang) {
+    let (host, ty, id) = batch_host(lang, "BatchExpire", test_config()).await;
     hold(&host, ty, id, 800).await;
     let h = host.clone();
     let a = tokio::spawn(async move { h.ask(id, "seq", "a", T).await });
@@ -213,15 +229,12 @@ async fn an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start(
     assert!(batches(ty).0 >= 1.0, "a, b and c ran as a batch");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms() {
-    let ty = "BatchRunaway";
+async fn a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms(lang: Lang) {
     let cfg = HostConfig {
         max_turn_ms: 400,
         ..test_config()
     };
-    let host = batch_host(ty, cfg).await;
-    let id = "BatchRunaway/1";
+    let (host, ty, id) = batch_host(lang, "BatchRunaway", cfg).await;
     hold(&host, ty, id, 300).await;
     // Two turns of 250 ms each: over 400 ms together, so a budget per batch (not per turn)
     // would interrupt the second.

@@ -24,22 +24,25 @@ except (
 ):  # plain CPython: the committed copy (see the module docstring)
     sys.path.append(str(Path(__file__).resolve().parent / "_bindings"))
 
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from wit_world.imports import bus as wit_bus
 from wit_world.imports import host as wit_host
 from wit_world.imports import outbox as wit_outbox
+from wit_world.imports import turns as wit_turns
 from wit_world.imports import types as wit_types
 
 from .errors import CODES, Internal, SluiceError
 
 __all__ = [
     "Err",
+    "Ok",
     "call",
     "from_wit",
     "to_wit",
     "wit_bus",
     "wit_host",
     "wit_outbox",
+    "wit_turns",
     "wit_types",
 ]
 

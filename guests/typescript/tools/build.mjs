@@ -78,11 +78,22 @@ async function buildIn(o, entry, work) {
     });
   }
 
+  // The component's entry: the actor's module, plus the `batch` export of batched turns made
+  // from its `actor` (sdk/batch.ts), so queued messages cross into the guest in one call.
+  const main = join(work, "main.js");
+  writeFileSync(main, [
+    `export * from ${JSON.stringify(entry)};`,
+    `import { actor as __sluiceActor } from ${JSON.stringify(entry)};`,
+    `import { batchOf as __sluiceBatchOf } from ${JSON.stringify(join(SDK_ROOT, "sdk/batch.ts"))};`,
+    `export const batch = __sluiceBatchOf(__sluiceActor);`,
+    "",
+  ].join("\n"));
+
   const bundle = join(work, "bundle.js");
   await step("bundle (esbuild)", async () => {
     const esbuild = await import(bin("esbuild/lib/main.js"));
     await esbuild.build({
-      entryPoints: [entry],
+      entryPoints: [main],
       bundle: true,
       format: "esm",
       platform: "neutral",
@@ -100,7 +111,7 @@ async function buildIn(o, entry, work) {
     const args = [
       "--import", join(SDK_ROOT, "tools/preopen.mjs"),
       bin("@bytecodealliance/jco/dist/jco.js"), "componentize", bundle,
-      "-w", o.wit, "-n", "actor-world", "-o", o.out,
+      "-w", o.wit, "-n", "batched-actor-world", "-o", o.out,
     ];
     if (o.backend === "qjs" || o.backend === "quickjs") {
       args.push("--backend", "qjs", "--backend-qjs-disable-async");

@@ -12,11 +12,15 @@ use crate::error::{BuildError, Result};
 
 /// The world every Sluice actor targets.
 pub const WORLD: &str = "actor-world";
+/// The world of a guest that also runs batched turns (`actor-world` plus `turns` and `batch`):
+/// the Python and TypeScript SDKs build against it, and the host falls back to one call per
+/// message for a component that lacks the `batch` export.
+pub const BATCHED_WORLD: &str = "batched-actor-world";
 /// The interface every Sluice actor exports.
 pub const ACTOR_EXPORT: &str = "sluice:actor/actor@0.1.0";
 
 /// Turns a wasip1 core module (reactor, `-buildmode=c-shared`) into a component: embeds the
-/// `actor-world` of `wit_dir` and adapts `wasi_snapshot_preview1` with the reactor adapter of
+/// `batched-actor-world` of `wit_dir` (the Go SDK exports `batch` as well as `actor`) and adapts `wasi_snapshot_preview1` with the reactor adapter of
 /// wasmtime 48.0.8.
 pub fn componentize_core(core: &[u8], wit_dir: &Path) -> Result<Vec<u8>> {
     let mut resolve = Resolve::default();
@@ -24,7 +28,7 @@ pub fn componentize_core(core: &[u8], wit_dir: &Path) -> Result<Vec<u8>> {
         .push_dir(wit_dir)
         .map_err(|e| BuildError::Component(format!("parsing {}: {e:#}", wit_dir.display())))?;
     let world = resolve
-        .select_world(&[pkg], Some(WORLD))
+        .select_world(&[pkg], Some(BATCHED_WORLD))
         .map_err(|e| BuildError::Component(format!("{e:#}")))?;
     let mut module = core.to_vec();
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use component::{
-    ACTOR_EXPORT, ComponentInfo, WORLD, componentize_core, inspect, validate_actor,
+    ACTOR_EXPORT, BATCHED_WORLD, ComponentInfo, WORLD, componentize_core, inspect, validate_actor,
 };
 pub use detect::{Language, detect};
 pub use error::{BuildError, Result};

@@ -91,7 +91,10 @@ fn same_files(committed: &Path, fresh: &Path, names: &[PathBuf], regenerate: &st
 #[test]
 fn committed_go_bindings_match_a_fresh_wit_bindgen_run() {
     /// Hand-written files inside the generated tree (the export hooks).
-    const HAND_WRITTEN: &[&str] = &["exports/export_sluice_actor_actor/hooks.go"];
+    const HAND_WRITTEN: &[&str] = &[
+        "exports/export_sluice_actor_actor/hooks.go",
+        "exports/export_sluice_actor_batch/hooks.go",
+    ];
     let version = pinned("WIT_BINDGEN_VERSION");
     let install = "bash scripts/guest-toolchains.sh --with-wit-bindgen";
     if !generator_is("wit-bindgen", &version, install) {
@@ -101,7 +104,7 @@ fn committed_go_bindings_match_a_fresh_wit_bindgen_run() {
     let _ = std::fs::remove_dir_all(&fresh);
     generate(
         Command::new("wit-bindgen")
-            .args(["go", "-w", "actor-world"])
+            .args(["go", "-w", "batched-actor-world"])
             .arg(repo().join("wit"))
             .arg("--out-dir")
             .arg(&fresh)
@@ -131,7 +134,7 @@ fn committed_python_bindings_match_a_fresh_componentize_py_run() {
         Command::new("componentize-py")
             .arg("-d")
             .arg(repo().join("wit"))
-            .args(["-w", "actor-world", "bindings"])
+            .args(["-w", "batched-actor-world", "bindings"])
             .arg(&fresh),
     );
     // The committed copy is the world's package and the types module the SDK imports; the
@@ -155,7 +158,7 @@ fn committed_python_bindings_match_a_fresh_componentize_py_run() {
         &committed,
         &fresh,
         &want,
-        "`componentize-py -d wit -w actor-world bindings DIR`, then copy DIR's wit_world/ and \
+        "`componentize-py -d wit -w batched-actor-world bindings DIR`, then copy DIR's wit_world/ and \
          componentize_py_types.py into guests/python/sluice/_bindings",
     );
 }

@@ -22,7 +22,13 @@ pub(crate) fn build(ctx: &Ctx<'_>) -> Result<()> {
     let mut cmd = Command::new(tool);
     cmd.arg("-d")
         .arg(ctx.wit_dir())
-        .args(["-w", crate::WORLD, "componentize", "sluice_main", "-p"])
+        .args([
+            "-w",
+            crate::BATCHED_WORLD,
+            "componentize",
+            "sluice_main",
+            "-p",
+        ])
         .arg(ctx.dir)
         .arg("-p")
         .arg(&sdk)

@@ -10,6 +10,7 @@ import (
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"runtime"
 	"sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
+	"sluice.dev/guest/internal/wit/exports/export_sluice_actor_batch"
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_types"
 	"unsafe"
 )
@@ -17,6 +18,13 @@ import (
 var staticPinner = runtime.Pinner{}
 var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (72 + 2*4), 8))
 var syncExportPinner = runtime.Pinner{}
+
+//go:wasmexport sluice:actor/batch@0.1.0#run
+func wasm_export_sluice_actor_batch_run() {
+
+	export_sluice_actor_batch.Run()
+
+}
 
 //go:wasmexport sluice:actor/actor@0.1.0#init
 func wasm_export_sluice_actor_actor_init(arg0 uintptr, arg1 uint32) uintptr {

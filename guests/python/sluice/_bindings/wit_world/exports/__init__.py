@@ -31,3 +31,13 @@ class Actor(Protocol):
         raise NotImplementedError
 
 
+class Batch(Protocol):
+
+    @abstractmethod
+    def run(self) -> None:
+        """
+        Loops `env = turns.next(done)` until it returns `none`, `done = handle(env)` between.
+        """
+        raise NotImplementedError
+
+
