@@ -9,6 +9,7 @@ package sluice
 import (
 	"time"
 
+	witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 
 	exp "sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
@@ -130,6 +131,11 @@ func witRun() {
 	done := witTypes.None[witTypes.Result[[]uint8, wt.ActorError]]()
 	for {
 		env := sluice_actor_turns.Next(done)
+		// What the host lowered into this instance through cabi_realloc (this envelope, the
+		// replies of the last turn's asks) is pinned until someone unpins it; a handle export
+		// does so on entry, and a batch is one export call for many turns, so each turn
+		// does it here. The Go values still reference that memory: the GC keeps it alive.
+		witRuntime.Unpin()
 		if env.IsNone() {
 			return
 		}

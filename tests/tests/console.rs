@@ -675,6 +675,8 @@ const FAMILIES: &[&str] = &[
     "sluice_turn_seconds",
     "sluice_queue_seconds",
     "sluice_turns_skipped_total",
+    "sluice_turn_batches_total",
+    "sluice_batched_turns_total",
     "sluice_deadline_exceeded_total",
     "sluice_mailbox_refused_total",
     "sluice_mailbox_dropped_total",

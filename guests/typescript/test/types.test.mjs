@@ -1,4 +1,5 @@
-// The committed .d.ts files (types/generated) are what `jco guest-types` makes from wit/ today.
+// The committed .d.ts files (types/generated) are what `jco guest-types` makes from wit/ today,
+// for both worlds.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -19,11 +20,15 @@ function files(dir) {
 test("committed .d.ts match a fresh jco guest-types run", () => {
   const out = mkdtempSync(join(tmpdir(), "sluice-types-"));
   try {
-    const r = spawnSync(process.execPath, [
-      "--import", join(ROOT, "tools/preopen.mjs"), join(ROOT, "node_modules/@bytecodealliance/jco/dist/jco.js"),
-      "guest-types", join(ROOT, "../../wit"), "-n", "actor-world", "-o", out,
-    ], { encoding: "utf8" });
-    assert.equal(r.status, 0, r.stderr);
+    // Both worlds, as `npm run types` makes them: an actor's `actor-world` and the
+    // `batched-actor-world` the build targets (sdk/batch.ts imports its `turns`).
+    for (const world of ["actor-world", "batched-actor-world"]) {
+      const r = spawnSync(process.execPath, [
+        "--import", join(ROOT, "tools/preopen.mjs"), join(ROOT, "node_modules/@bytecodealliance/jco/dist/jco.js"),
+        "guest-types", join(ROOT, "../../wit"), "-n", world, "-o", out,
+      ], { encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+    }
     const committed = join(ROOT, "types/generated");
     const want = files(committed).map((f) => relative(committed, f)).sort();
     const got = files(out).map((f) => relative(out, f)).sort();

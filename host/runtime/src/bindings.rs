@@ -22,10 +22,10 @@ pub mod batched {
         imports: { "sluice:actor/turns.next": trappable, default: async | trappable },
         exports: { default: async },
         with: {
-            "sluice:actor/types": super::sluice::actor::types,
-            "sluice:actor/host": super::sluice::actor::host,
-            "sluice:actor/outbox": super::sluice::actor::outbox,
-            "sluice:actor/bus": super::sluice::actor::bus,
+            "sluice:actor/types": crate::bindings::sluice::actor::types,
+            "sluice:actor/host": crate::bindings::sluice::actor::host,
+            "sluice:actor/outbox": crate::bindings::sluice::actor::outbox,
+            "sluice:actor/bus": crate::bindings::sluice::actor::bus,
         },
     });
 }

@@ -26,3 +26,13 @@ export const outbox = {
   tellReliable(to, t, p) { fail(to); return "direct"; },
 };
 export const bus = { publish(topic, p) { fail(topic); } };
+// `turns.next` over a queue the smoke runner fills: each call records the ended turn's result
+// (none on the first) and hands out the next envelope, or none when the queue is empty.
+export const batchQueue = [];
+export const batchResults = [];
+export const turns = {
+  next(done) {
+    if (done !== undefined) batchResults.push(done);
+    return batchQueue.shift();
+  },
+};

@@ -30,14 +30,14 @@ const fake = pathToFileURL(join(HERE, "fakehost.mjs")).href;
 const map = (i) => ["--map", `sluice:actor/${i}@0.1.0=${fake}#${i}`];
 const r = spawnSync(process.execPath, [
   "--import", join(SDK, "tools/preopen.mjs"), join(SDK, "node_modules/@bytecodealliance/jco/dist/jco.js"),
-  "transpile", component, "-o", out, "--name", name, ...map("host"), ...map("outbox"), ...map("bus"),
+  "transpile", component, "-o", out, "--name", name, ...map("host"), ...map("outbox"), ...map("bus"), ...map("turns"),
 ], { stdio: ["ignore", "ignore", "inherit"] });
 if (r.status !== 0) {
   rmSync(out, { recursive: true, force: true });
   process.exit(r.status ?? 1);
 }
 
-const { actor } = await import(pathToFileURL(join(out, `${name}.js`)).href);
+const { actor, batch } = await import(pathToFileURL(join(out, `${name}.js`)).href);
 const te = new TextEncoder();
 const td = new TextDecoder();
 const env = (msgType, payload = "") =>
@@ -111,6 +111,22 @@ function sortKeys(v) {
   if (Array.isArray(v)) return v.map(sortKeys);
   if (v && typeof v === "object") return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])]));
   return v;
+}
+if (guest === "echo") {
+  // Batched turns: `batch.run` pulls three queued messages through `turns.next` and ends each
+  // turn with what `handle` alone returns for it, an error as an `err`, in order.
+  const fh = await import(fake);
+  fh.batchQueue.push(env("echo", "a"), env("fail"), env("echo", "b"));
+  let got;
+  try {
+    batch.run();
+    got = JSON.stringify(fh.batchResults.map((r) => (r.tag === "ok" ? td.decode(r.val) : `${r.tag} ${r.val.code}`)));
+  } catch (e) {
+    got = `threw ${e}`;
+  }
+  const want = '["a","err invalid-argument","b"]';
+  if (got === want && fh.batchQueue.length === 0) passed++;
+  else { failed++; console.log(`FAIL batch.run\n  want ${want}\n  got  ${got}`); }
 }
 if (soak > 0) {
   // Mixed echo / ask / tell turns with 64-byte payloads: each lowers memory into the guest
