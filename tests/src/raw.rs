@@ -21,6 +21,34 @@ wasmtime::component::bindgen!({
 use sluice::actor::types as wit;
 use sluice::actor::{bus, host, outbox, types};
 
+/// The `turns` import of `batched-actor-world`, linked so that a guest of that world (every
+/// SDK builds one) instantiates; the baseline calls `handle` only, never `batch.run`.
+mod batched {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "batched-actor-world",
+        imports: { "sluice:actor/turns.next": trappable, default: async | trappable },
+        exports: { default: async },
+        with: {
+            "sluice:actor/types": crate::raw::sluice::actor::types,
+            "sluice:actor/host": crate::raw::sluice::actor::host,
+            "sluice:actor/outbox": crate::raw::sluice::actor::outbox,
+            "sluice:actor/bus": crate::raw::sluice::actor::bus,
+        },
+    });
+}
+
+impl batched::sluice::actor::turns::Host for RawState {
+    fn next(
+        &mut self,
+        _: Option<Result<Vec<u8>, wit::ActorError>>,
+    ) -> wasmtime::Result<Option<wit::Envelope>> {
+        Err(wasmtime::Error::msg(
+            "turns.next: the raw baseline runs no batches",
+        ))
+    }
+}
+
 /// A store's state: an empty WASI context and nothing else.
 pub struct RawState {
     wasi: WasiCtx,
@@ -127,6 +155,10 @@ impl RawEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         ActorWorld::add_to_linker::<RawState, HasSelf<RawState>>(&mut linker, |s| s)?;
+        batched::sluice::actor::turns::add_to_linker::<RawState, HasSelf<RawState>>(
+            &mut linker,
+            |s| s,
+        )?;
         let cache = ComponentCache::new(engine.clone(), cfg.cache_dir.clone());
         Ok(Self {
             engine,
