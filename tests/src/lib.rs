@@ -25,7 +25,7 @@ pub fn rust_guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     let dir = root().join("guests/rust");
     BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
+        let status = job_queue_outbox::cargo()
             .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
             .current_dir(&dir)
             .env_remove("CARGO_TARGET_DIR")
@@ -71,22 +71,10 @@ pub fn sluice_binary(name: &str) -> PathBuf {
     // previous run of this test binary) keeps its own file.
     let private = tmp.join(format!("{name}-{}", short_hash(&root())));
     let staged = tmp.join(format!("{name}.{}", std::process::id()));
-    let want = root().join("host/cli");
-    // Another checkout sharing the target dir may swap `debug/sluice` between our build and
-    // our copy: the copy must say it was built from this checkout.
     for attempt in 0.. {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "sluice-cli", "--bin", "sluice"])
-            .current_dir(root())
-            .status()
-            .expect("running cargo build -p sluice-cli");
-        assert!(status.success(), "building the sluice binary failed");
-        std::fs::copy(target.join("debug/sluice"), &staged).expect("copying the sluice binary");
-        let built_from = Command::new(&staged)
-            .env("SLUICE_PRINT_BUILD_ROOT", "1")
-            .output()
-            .expect("running the copied sluice binary");
-        if Path::new(String::from_utf8_lossy(&built_from.stdout).trim()) == want {
+        let exe = job_queue_outbox::cargo_build_sluice().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::copy(&exe, &staged).expect("copying the sluice binary");
+        if job_queue_outbox::built_from_this_checkout(&staged).unwrap_or_else(|e| panic!("{e}")) {
             break;
         }
         assert!(

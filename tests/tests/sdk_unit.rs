@@ -48,7 +48,7 @@ fn typescript_sdk_unit_tests() {
 #[test]
 fn rust_sdk_unit_tests() {
     let dir = root().join("guests/rust");
-    let out = Command::new(env!("CARGO"))
+    let out = job_queue_outbox::cargo()
         .args(["test", "--quiet", "-p", "sluice-guest"])
         .current_dir(&dir)
         .env_remove("CARGO_TARGET_DIR")
@@ -73,7 +73,7 @@ async fn rust_template_tests_builds_and_answers_on_the_real_host() {
         &["test", "--quiet"][..],
         &["build", "--quiet", "--release", "--target", "wasm32-wasip2"][..],
     ] {
-        let out = Command::new(env!("CARGO"))
+        let out = job_queue_outbox::cargo()
             .args(args)
             .current_dir(&dir)
             // Its own target dir, named here: a user's crate builds into its own `target/`,

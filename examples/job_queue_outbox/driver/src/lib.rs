@@ -874,57 +874,28 @@ pub async fn poison_message(host: &Host) -> anyhow::Result<Value> {
 // ---------------------------------------------------------------------------------------------
 // offline_delivery: a real `sluice run`, SIGKILLed, then a second host on the same file.
 
-/// Builds the `sluice` binary (`cargo build -p sluice-cli`) once per process and hard-links it
-/// (a copy where links fail) to a private path, so other builds sharing the target directory
-/// cannot swap it underneath. `SLUICE_BIN` overrides.
+/// Builds the `sluice` binary once per process and hard-links it (a copy where links fail) to
+/// a private path, so other builds sharing the target directory cannot swap it underneath.
+/// `SLUICE_BIN` overrides.
 pub fn sluice_binary() -> anyhow::Result<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Some(p) = std::env::var_os("SLUICE_BIN") {
             return Ok(PathBuf::from(p));
         }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let dir = root().join("target/job-queue-outbox/bin");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let private = dir.join("sluice");
         // Another checkout sharing the cargo target dir may swap `debug/sluice` between our
         // build and our link: keep only a binary that says it was built from this checkout.
         for _ in 0..20 {
-            let out = std::process::Command::new(&cargo)
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "sluice-cli",
-                    "--bin",
-                    "sluice",
-                    "--message-format=json",
-                ])
-                .current_dir(root())
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .map_err(|e| format!("running cargo build -p sluice-cli: {e}"))?;
-            if !out.status.success() {
-                return Err("cargo build -p sluice-cli failed".into());
-            }
-            let exe = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "sluice")
-                .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-                .ok_or("cargo reported no sluice executable")?;
+            let exe = cargo_build_sluice()?;
             let _ = std::fs::remove_file(&private);
             if std::fs::hard_link(&exe, &private).is_err() {
                 std::fs::copy(&exe, &private)
                     .map_err(|e| format!("copying {}: {e}", exe.display()))?;
             }
-            let built_from = std::process::Command::new(&private)
-                .env("SLUICE_PRINT_BUILD_ROOT", "1")
-                .output()
-                .map_err(|e| format!("running {}: {e}", private.display()))?;
-            if Path::new(String::from_utf8_lossy(&built_from.stdout).trim())
-                == root().join("host/cli")
-            {
+            if built_from_this_checkout(&private)? {
                 return Ok(private);
             }
         }
@@ -932,6 +903,84 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
     })
     .clone()
     .map_err(|e| anyhow!(e))
+}
+
+/// Has cargo bring the debug `sluice` executable up to date, and returns where cargo put it.
+///
+/// It asks for the binary through `sluice-cli`'s integration test (`host/cli/tests/
+/// sluice_bin.rs`) with `--workspace`: features are then resolved exactly as for `cargo test
+/// --workspace`, so right after the test build this is a no-op. `cargo build -p sluice-cli`
+/// resolves `sluice-cli`'s features alone (tokio, futures and metrics-util lose the features
+/// other members' dev-dependencies add), and recompiled half the dependency graph, ~7 minutes
+/// of a cold CI run.
+pub fn cargo_build_sluice() -> Result<PathBuf, String> {
+    let out = cargo()
+        .args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--quiet",
+            "--test",
+            "sluice_bin",
+            "--message-format=json",
+        ])
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running cargo for the sluice binary: {e}"))?;
+    if !out.status.success() {
+        return Err("cargo could not build the sluice binary".into());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["target"]["name"] == "sluice"
+                && m["target"]["kind"] == serde_json::json!(["bin"])
+        })
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo reported no sluice executable".into())
+}
+
+/// A `cargo` command (the one running us, where there is one) without the variables cargo sets
+/// for the process it runs. A test or `cargo run` inherits `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`
+/// and the like; passed on to a nested cargo, they reach build scripts that watch them (ring's
+/// `rerun-if-env-changed=CARGO_MANIFEST_DIR`) and rebuild half the graph a second time.
+pub fn cargo() -> std::process::Command {
+    let mut cmd =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_the_crate = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                &*name,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            );
+        if set_for_the_crate {
+            cmd.env_remove(&*name);
+        }
+    }
+    cmd
+}
+
+/// Whether the `sluice` binary at `exe` was built from this checkout (checkouts of one
+/// workspace that share a target dir overwrite one another's `target/debug/sluice`).
+pub fn built_from_this_checkout(exe: &Path) -> Result<bool, String> {
+    let out = std::process::Command::new(exe)
+        .env("SLUICE_PRINT_BUILD_ROOT", "1")
+        .output()
+        .map_err(|e| format!("running {}: {e}", exe.display()))?;
+    Ok(Path::new(String::from_utf8_lossy(&out.stdout).trim()) == root().join("host/cli"))
 }
 
 /// One row of `outbox_messages` for a device.
