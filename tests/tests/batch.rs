@@ -281,3 +281,146 @@ async fn a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms(lang
         1.0
     );
 }
+
+// A guest that breaks the batch contract: the Rust `misbatch` guest (guests/TESTKIT.md) calls
+// `turns.next` the way no SDK does. The host keeps the running message itself and never trusts
+// the guest's bookkeeping: each misuse costs the turn it hit, with an error that names it, and
+// every message queued behind it runs once, in order.
+
+/// A host running the Rust `misbatch` guest as actor type `ty`; returns it and the id `<ty>/1`.
+async fn misbatch_host(ty: &'static str) -> (Host, &'static str) {
+    install_metrics();
+    let host = poly_host(
+        test_config(),
+        Lang::Rust,
+        vec![(ChildSpec::new(ty, "misbatch.wasm"), "misbatch")],
+    )
+    .await
+    .expect("the Rust guests always build");
+    (host, format!("{ty}/1").leak())
+}
+
+/// Arms `id`'s next batch with `misuse`, holds it in a turn, and queues `ops` behind that turn
+/// one at a time (so the mailbox holds them in this order), each an `echo` of its payload:
+/// asks as tasks, tells sent. Returns the asks' replies, in order, once all are in.
+async fn misuse_batch(
+    host: &Host,
+    ty: &str,
+    id: &'static str,
+    misuse: &str,
+    ops: &[(&'static str, bool)],
+) -> Vec<Result<String, sluice_runtime::ActorError>> {
+    assert_eq!(
+        text(host.ask(id, "arm", misuse.to_string(), T).await.unwrap()),
+        format!("1:{misuse}")
+    );
+    hold(host, ty, id, 800).await;
+    let mut asks = Vec::new();
+    for (i, &(payload, ask)) in ops.iter().enumerate() {
+        if ask {
+            let h = host.clone();
+            asks.push(tokio::spawn(async move {
+                h.ask(id, "echo", payload, T).await.map(text)
+            }));
+        } else {
+            host.tell(id, "echo", payload).await.unwrap();
+        }
+        queued(host, ty, i + 1).await;
+    }
+    let mut replies = Vec::new();
+    for a in asks {
+        replies.push(a.await.unwrap());
+    }
+    replies
+}
+
+fn turns(ty: &str, outcome: &str) -> f64 {
+    metric(
+        "sluice_turns_total",
+        &[("actor_type", ty), ("outcome", outcome)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_withholds_a_turns_result_traps_and_costs_only_that_turn() {
+    let ty = "MisSkipResult";
+    let (host, id) = misbatch_host(ty).await;
+    let r = misuse_batch(
+        &host,
+        ty,
+        id,
+        "skip-result",
+        &[("a", true), ("b", false), ("c", true)],
+    )
+    .await;
+    let e = r[0].as_ref().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(
+        e.to_string()
+            .contains("turns.next: the running turn was not given its result"),
+        "{e}"
+    );
+    // b and c were never taken: the restarted instance ran them, once each, in order.
+    assert_eq!(r[1].as_deref(), Ok("2:c"));
+    assert_eq!(turns(ty, "trapped"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_gives_a_result_before_taking_a_turn_traps_and_costs_only_the_first() {
+    let ty = "MisResultFirst";
+    let (host, id) = misbatch_host(ty).await;
+    let r = misuse_batch(&host, ty, id, "result-first", &[("a", true), ("b", true)]).await;
+    // The message the batch started with counts as its running turn.
+    let e = r[0].as_ref().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(
+        e.to_string()
+            .contains("turns.next: a result with no turn running"),
+        "{e}"
+    );
+    assert_eq!(r[1].as_deref(), Ok("1:b"));
+    assert_eq!(turns(ty, "trapped"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_returns_with_a_turn_running_fails_that_turn_and_keeps_the_instance() {
+    let ty = "MisReturnEarly";
+    let (host, id) = misbatch_host(ty).await;
+    let r = misuse_batch(
+        &host,
+        ty,
+        id,
+        "return-early",
+        &[("a", true), ("b", false), ("c", true)],
+    )
+    .await;
+    let e = r[0].as_ref().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(
+        e.to_string()
+            .contains("batch.run returned before ending its turn"),
+        "{e}"
+    );
+    // No trap: the same instance ran b and c after arm and hold (turns 3 and 4).
+    assert_eq!(r[1].as_deref(), Ok("4:c"));
+    assert_eq!(turns(ty, "trapped"), 0.0);
+    assert_eq!(turns(ty, "error"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_next_called_from_handle_traps_that_turn() {
+    let ty = "MisNextInHandle";
+    let (host, id) = misbatch_host(ty).await;
+    let e = host
+        .ask(id, "next-in-handle", "", T)
+        .await
+        .expect_err("the import traps outside batch.run");
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(
+        e.to_string()
+            .contains("turns.next called outside batch.run"),
+        "{e}"
+    );
+    assert_eq!(text(host.ask(id, "echo", "x", T).await.unwrap()), "1:x");
+    assert_eq!(turns(ty, "trapped"), 1.0);
+}
