@@ -1309,3 +1309,133 @@ async fn supervised_instances_are_spread_over_the_members_and_restarted_elsewher
     }
     drop(c.nats);
 }
+
+/// Bad input between members: a version of `Echo` made current in the cluster's module bucket
+/// without its bytes ever being stored (a member whose upload was lost, or any client with
+/// access to the bucket). Every member refuses it with a typed report, keeps its running
+/// version and its actors' state, and a real deploy afterwards rolls out as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_version_announced_without_its_bytes_is_refused_by_every_member_which_keeps_serving() {
+    use sluice_cluster::modules::{CurrentModule, ModuleStore, content_hash};
+
+    let Some(c) = three_hosts("sluice_cluster_bogus_module").await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let via = c.hosts[0].ingress.clone();
+    let ask_record = |node: &'static str| {
+        let (client, via) = (client.clone(), via.clone());
+        async move {
+            let (s, b) = post(
+                &client,
+                &via,
+                &format!("{}/ask/record", key_on("Echo", node)),
+                "\"x\"",
+                None,
+            )
+            .await;
+            assert_eq!(s, 200, "{node}: {b}");
+            b["count"].as_u64().unwrap_or_else(|| panic!("{node}: {b}"))
+        }
+    };
+    for node in NODES {
+        assert_eq!(ask_record(node).await, 1);
+    }
+    let mut running = Vec::new();
+    for h in &c.hosts {
+        running.push(version_of(h, "Echo").await);
+    }
+
+    let intruder = sluice_cluster::connect(
+        &sluice_cluster::ClusterConfig::builder(c.nats.url())
+            .node_id("intruder")
+            .heartbeat_ms(300)
+            .member_ttl_ms(1500)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let store = ModuleStore::open(&intruder).await.unwrap();
+    let current = store
+        .current("Echo")
+        .await
+        .unwrap()
+        .expect("the first host seeded Echo");
+    let missing = content_hash(b"bytes that were never stored");
+    let bogus = CurrentModule {
+        version: current.version + 1,
+        hash: missing.clone(),
+        deployed_by: "intruder".into(),
+        ..current.clone()
+    };
+    let kv = intruder
+        .jetstream()
+        .get_key_value(intruder.names().modules_bucket())
+        .await
+        .unwrap();
+    kv.put("current.Echo", serde_json::to_vec(&bogus).unwrap().into())
+        .await
+        .unwrap();
+
+    // Each member reports the version it could not load, and why.
+    let reports = wait_for(
+        Duration::from_secs(30),
+        "every member's report on the bogus version",
+        || async {
+            let reports = store.reports("Echo").await.unwrap();
+            let on_bogus: Vec<_> = reports
+                .iter()
+                .filter(|(_, r)| r.version == bogus.version)
+                .collect();
+            if on_bogus.len() == NODES.len() {
+                Ok(reports)
+            } else {
+                Err(reports)
+            }
+        },
+    )
+    .await;
+    for (node, r) in reports.iter().filter(|(_, r)| r.version == bogus.version) {
+        let why = r
+            .error
+            .as_deref()
+            .unwrap_or_else(|| panic!("{node} loaded it"));
+        assert!(
+            why.contains(&format!("module {missing} is not in the store")),
+            "{node}: {why}"
+        );
+    }
+    // Nothing changed where it runs: the same version, the counters' state, every key served.
+    for (h, v) in c.hosts.iter().zip(&running) {
+        assert_eq!(version_of(h, "Echo").await, *v, "{}", status(h).await);
+    }
+    for node in NODES {
+        assert_eq!(ask_record(node).await, 2, "{node} lost its counter");
+    }
+
+    // A real deploy after it loads on every member.
+    let next = rust_app(&["echo", "slow"], &app_config());
+    let out = tokio::process::Command::new(sluice_binary("sluice-cluster-test"))
+        .arg("deploy")
+        .arg(next.path())
+        .args(["--host", &c.hosts[1].admin])
+        .output()
+        .await
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in NODES {
+        assert!(
+            printed
+                .lines()
+                .any(|l| l.contains("[Echo] cluster version")
+                    && l.contains(&format!("{n} serves it"))),
+            "{n}: {printed}"
+        );
+    }
+}
