@@ -224,9 +224,16 @@ fn collect_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<S
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = lines.clone();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
+        // Bytes, not `lines()`: one line that is not UTF-8 (a guest may log anything) would
+        // end the collection there.
+        let mut reader = std::io::BufReader::new(stream);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line);
+            sink.lock()
+                .unwrap()
+                .push(text.trim_end_matches(['\n', '\r']).to_string());
+            line.clear();
         }
     });
     lines

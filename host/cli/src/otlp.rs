@@ -55,6 +55,17 @@ impl Drop for Guard {
     }
 }
 
+/// The log on stderr.
+fn stderr_log<S>() -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, never into a log file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+}
+
 /// The log filter every `sluice` command uses: `RUST_LOG`, else `info`.
 fn log_filter() -> EnvFilter {
     EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
@@ -65,15 +76,17 @@ fn log_filter() -> EnvFilter {
 /// the events inside them (a guest's `host.log` lines) over OTLP. Must run inside a tokio
 /// runtime (the batch processor is a tokio task).
 pub fn init(endpoint: Option<Endpoint>) -> anyhow::Result<Option<Guard>> {
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, never into a log file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(log_filter());
     let Some(endpoint) = endpoint else {
-        tracing_subscriber::registry().with(fmt).init();
+        // The log alone: its filter is the subscriber's. (As a per-layer filter here, the
+        // debug events of `RUST_LOG=…,sluice::activations=debug` went missing in clustered
+        // hosts: most `activated` lines never printed.)
+        tracing_subscriber::registry()
+            .with(log_filter())
+            .with(stderr_log())
+            .init();
         return Ok(None);
     };
+    let fmt = stderr_log().with_filter(log_filter());
     let mut exporter = SpanExporter::builder().with_http();
     if let Endpoint::Url(base) = &endpoint {
         let base = base.trim_end_matches('/');

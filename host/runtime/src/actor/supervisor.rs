@@ -22,15 +22,28 @@ use crate::message::Message;
 
 /// Runs the activation `cell` of `entry`'s type until it ends.
 pub(crate) async fn run(cell: Arc<ActorCell>, entry: Arc<TypeEntry>, env: Arc<Env>) {
+    activation_log(&cell, "activated");
     Supervisor::new(&cell, &entry, &env).serve().await;
     // The instance is gone by now; the slot goes back.
     drop(cell.slot.lock().take());
     cell.ty.metrics.deactivations.increment(1);
+    activation_log(&cell, "deactivated");
     if let Some(hooks) = env.activations()
         && (!cell.eager || hooks.places_supervised())
     {
         hooks.ended(&cell.id);
     }
+}
+
+/// The activation log: one debug event as an activation starts and one as it has ended (before
+/// a cluster releases its claim), target `sluice::activations`, with the wall clock in unix
+/// ms so the logs of several hosts line up. `RUST_LOG=info,sluice::activations=debug` shows it;
+/// the cluster tests read it to prove no key ran on two hosts at once.
+fn activation_log(cell: &ActorCell, what: &str) {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    tracing::debug!(target: "sluice::activations", actor = %cell.id, at_ms, "{what}");
 }
 
 struct Supervisor<'a> {
