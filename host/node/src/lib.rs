@@ -119,7 +119,8 @@ impl Node {
                 limits,
                 ..ClientConfig::default()
             },
-        );
+        )
+        .watching(membership.watch_view());
         let store = ModuleStore::open(&conn).await?;
         let claims = Claims::new(directory.clone(), membership.lease());
         let shared = Arc::new(Shared::new(

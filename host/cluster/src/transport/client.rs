@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use async_nats::RequestErrorKind;
 use bytes::Bytes;
+use tokio::sync::watch;
 
 use super::error::{ErrorRecord, TellReceipt};
 use super::frame::{self, Call, CallKind, Limits, Outcome};
 use crate::connect::Connection;
+use crate::membership::MemberView;
 use crate::metrics;
 use crate::names::Names;
 
@@ -89,6 +91,8 @@ pub struct Client {
     names: Names,
     origin: Arc<str>,
     config: ClientConfig,
+    /// The members: a call in flight to one that leaves ends then (see [`Client::watching`]).
+    members: Option<watch::Receiver<Arc<MemberView>>>,
 }
 
 impl Client {
@@ -99,7 +103,35 @@ impl Client {
             names: conn.names().clone(),
             origin: conn.node_id().into(),
             config,
+            members: None,
         }
+    }
+
+    /// Ends the calls in flight to a member as soon as it leaves `members` (its entry expired
+    /// or was deleted), with `UNAVAILABLE` saying the call may have run, instead of at their
+    /// deadline: a host killed mid-call never answers, and its callers need not wait it out.
+    pub fn watching(mut self, members: watch::Receiver<Arc<MemberView>>) -> Self {
+        self.members = Some(members);
+        self
+    }
+
+    /// Resolves once `node` is no longer a member; `None` when it is not one now (then the
+    /// request's own timeout decides, as without a view).
+    fn left(&self, node: &str) -> Option<impl Future<Output = ()> + use<>> {
+        let mut members = self.members.clone()?;
+        members.borrow_and_update().get(node)?;
+        let node = node.to_string();
+        Some(async move {
+            loop {
+                if members.changed().await.is_err() {
+                    // The view is gone with its membership: nothing will say the node left.
+                    return std::future::pending().await;
+                }
+                if members.borrow_and_update().get(&node).is_none() {
+                    return;
+                }
+            }
+        })
     }
 
     /// Asks `call.target` on host `node`.
@@ -218,7 +250,19 @@ impl Client {
         let request = async_nats::Request::new()
             .payload(frame)
             .timeout(Some(timeout));
-        let msg = match self.nats.send_request(subject, request).await {
+        let reply = self.nats.send_request(subject, request);
+        let reply = match self.left(node) {
+            Some(left) => tokio::select! {
+                r = reply => r,
+                () = left => {
+                    return every(ErrorRecord::unavailable(&format!(
+                        "host {node} left the cluster with the call in flight (it may have run)"
+                    )));
+                }
+            },
+            None => reply.await,
+        };
+        let msg = match reply {
             Ok(m) => m,
             Err(e) => {
                 return match e.kind() {
