@@ -341,70 +341,67 @@ fn turns(ty: &str, outcome: &str) -> f64 {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_that_withholds_a_turns_result_traps_and_costs_only_that_turn() {
-    let ty = "MisSkipResult";
+/// Runs `misuse` on a new `ty` actor with `ops` queued behind it (see [`misuse_batch`]), and
+/// checks the batch's first message failed `INTERNAL` with an error containing `says`, the last
+/// ask was answered `last`, and `trapped` turns were counted as trapped.
+async fn misuse_costs_its_turn(
+    ty: &'static str,
+    misuse: &str,
+    ops: &[(&'static str, bool)],
+    says: &str,
+    last: &str,
+    trapped: f64,
+) {
     let (host, id) = misbatch_host(ty).await;
-    let r = misuse_batch(
-        &host,
-        ty,
-        id,
-        "skip-result",
-        &[("a", true), ("b", false), ("c", true)],
-    )
-    .await;
+    let r = misuse_batch(&host, ty, id, misuse, ops).await;
     let e = r[0].as_ref().unwrap_err();
     assert_eq!(e.code, ErrorCode::Internal, "{e}");
-    assert!(
-        e.to_string()
-            .contains("turns.next: the running turn was not given its result"),
-        "{e}"
-    );
+    assert!(e.to_string().contains(says), "{e}");
+    assert_eq!(r.last().unwrap().as_deref(), Ok(last));
+    assert_eq!(turns(ty, "trapped"), trapped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_withholds_a_turns_result_traps_and_costs_only_that_turn() {
     // b and c were never taken: the restarted instance ran them, once each, in order.
-    assert_eq!(r[1].as_deref(), Ok("2:c"));
-    assert_eq!(turns(ty, "trapped"), 1.0);
+    misuse_costs_its_turn(
+        "MisSkipResult",
+        "skip-result",
+        &[("a", true), ("b", false), ("c", true)],
+        "turns.next: the running turn was not given its result",
+        "2:c",
+        1.0,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_gives_a_result_before_taking_a_turn_traps_and_costs_only_the_first() {
-    let ty = "MisResultFirst";
-    let (host, id) = misbatch_host(ty).await;
-    let r = misuse_batch(&host, ty, id, "result-first", &[("a", true), ("b", true)]).await;
     // The message the batch started with counts as its running turn.
-    let e = r[0].as_ref().unwrap_err();
-    assert_eq!(e.code, ErrorCode::Internal, "{e}");
-    assert!(
-        e.to_string()
-            .contains("turns.next: a result with no turn running"),
-        "{e}"
-    );
-    assert_eq!(r[1].as_deref(), Ok("1:b"));
-    assert_eq!(turns(ty, "trapped"), 1.0);
+    misuse_costs_its_turn(
+        "MisResultFirst",
+        "result-first",
+        &[("a", true), ("b", true)],
+        "turns.next: a result with no turn running",
+        "1:b",
+        1.0,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_returns_with_a_turn_running_fails_that_turn_and_keeps_the_instance() {
-    let ty = "MisReturnEarly";
-    let (host, id) = misbatch_host(ty).await;
-    let r = misuse_batch(
-        &host,
-        ty,
-        id,
+    // No trap: the same instance ran b and c after arm and hold (turns 3 and 4).
+    misuse_costs_its_turn(
+        "MisReturnEarly",
         "return-early",
         &[("a", true), ("b", false), ("c", true)],
+        "batch.run returned before ending its turn",
+        "4:c",
+        0.0,
     )
     .await;
-    let e = r[0].as_ref().unwrap_err();
-    assert_eq!(e.code, ErrorCode::Internal, "{e}");
-    assert!(
-        e.to_string()
-            .contains("batch.run returned before ending its turn"),
-        "{e}"
-    );
-    // No trap: the same instance ran b and c after arm and hold (turns 3 and 4).
-    assert_eq!(r[1].as_deref(), Ok("4:c"));
-    assert_eq!(turns(ty, "trapped"), 0.0);
-    assert_eq!(turns(ty, "error"), 1.0);
+    assert_eq!(turns("MisReturnEarly", "error"), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1025,6 +1025,37 @@ async fn joining_is_refused_with_what_to_do_on_sqlite_and_on_an_unreachable_nats
 }
 
 /// The type's version on `h`.
+/// `sluice deploy APP --host` `h`'s admin API; what it printed, once it succeeded.
+async fn deploy(app: &std::path::Path, h: &SluiceRun) -> String {
+    let out = tokio::process::Command::new(sluice_binary("sluice-cluster-test"))
+        .arg("deploy")
+        .arg(app)
+        .args(["--host", &h.admin])
+        .output()
+        .await
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
+/// The deploy output says each of `nodes` serves the new Echo.
+fn assert_serves(printed: &str, nodes: &[&str]) {
+    for n in nodes {
+        assert!(
+            printed
+                .lines()
+                .any(|l| l.contains("[Echo] cluster version")
+                    && l.contains(&format!("{n} serves it"))),
+            "{n}: {printed}"
+        );
+    }
+}
+
 async fn version_of(h: &SluiceRun, ty: &str) -> u64 {
     type_field(&status(h).await, ty, "version")
 }
@@ -1050,28 +1081,8 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
             "actor_type = \"Echo\"\nmodule = \"slow.wasm\"\ncount = 3",
         ),
     );
-    let out = tokio::process::Command::new(sluice_binary("sluice-cluster-test"))
-        .arg("deploy")
-        .arg(next.path())
-        .args(["--host", &c.hosts[0].admin])
-        .output()
-        .await
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{printed}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for n in ["h1", "h2"] {
-        assert!(
-            printed
-                .lines()
-                .any(|l| l.contains("[Echo] cluster version")
-                    && l.contains(&format!("{n} serves it"))),
-            "{n}: {printed}"
-        );
-    }
+    let printed = deploy(next.path(), &c.hosts[0]).await;
+    assert_serves(&printed, &["h1", "h2"]);
     let h3 = printed
         .lines()
         .find(|l| l.contains("[Echo] cluster version") && l.contains("h3 kept its running version"))
@@ -1416,28 +1427,8 @@ async fn a_version_announced_without_its_bytes_is_refused_by_every_member_which_
 
     // A real deploy after it loads on every member.
     let next = rust_app(&["echo", "slow"], &app_config());
-    let out = tokio::process::Command::new(sluice_binary("sluice-cluster-test"))
-        .arg("deploy")
-        .arg(next.path())
-        .args(["--host", &c.hosts[1].admin])
-        .output()
-        .await
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{printed}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for n in NODES {
-        assert!(
-            printed
-                .lines()
-                .any(|l| l.contains("[Echo] cluster version")
-                    && l.contains(&format!("{n} serves it"))),
-            "{n}: {printed}"
-        );
-    }
+    let printed = deploy(next.path(), &c.hosts[1]).await;
+    assert_serves(&printed, &NODES);
 }
 
 /// One host's activation log (`sluice::activations`, see the supervisor): (actor, what,
