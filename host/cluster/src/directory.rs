@@ -126,6 +126,8 @@ pub struct Directory {
     kv: kv::Store,
     members: kv::Store,
     names: Names,
+    /// To fail at once while disconnected (see [`Directory::online`]).
+    nats: async_nats::Client,
 }
 
 fn unix_ms() -> u64 {
@@ -172,12 +174,28 @@ impl Directory {
             kv,
             members,
             names: conn.names().clone(),
+            nats: conn.client().clone(),
+        })
+    }
+
+    /// Fails `op` at once while this host is not connected to NATS. The client would queue
+    /// the request until it reconnects, so the caller (a call being routed, a relay batch)
+    /// would wait out JetStream's 5 s timeout for an answer that cannot come.
+    fn online(&self, op: &'static str) -> Result<(), DirectoryError> {
+        if self.nats.connection_state() == async_nats::connection::State::Connected {
+            return Ok(());
+        }
+        metrics::directory_op(op, "error");
+        Err(DirectoryError::Kv {
+            op,
+            reason: "this host is not connected to NATS now".into(),
         })
     }
 
     /// Who holds `actor_id`, if anyone.
     pub async fn lookup(&self, actor_id: &str) -> Result<Option<Held>, DirectoryError> {
         let key = directory_key(actor_id)?;
+        self.online("lookup")?;
         let entry = self.kv.entry(key).await.map_err(|e| kv_err("lookup")(&e));
         metrics::directory_op("lookup", if entry.is_ok() { "ok" } else { "error" });
         Ok(entry?
@@ -192,6 +210,7 @@ impl Directory {
     /// claimed (a release that failed earlier, or a second activation path).
     pub async fn claim(&self, actor_id: &str, me: &Owner) -> Result<ClaimOutcome, DirectoryError> {
         let key = directory_key(actor_id)?;
+        self.online("claim")?;
         let value = encode(me);
         // A claim races at most with releases: create fails, the entry is gone by the time we
         // read it, create again. Bounded so a flapping key cannot spin us.
@@ -231,6 +250,7 @@ impl Directory {
     /// Releases a claim (at deactivation): deletes the entry if it is still this claim's.
     pub async fn release(&self, claim: &Claim) -> Result<(), DirectoryError> {
         let key = directory_key(&claim.actor)?;
+        self.online("release")?;
         match self
             .kv
             .delete_expect_revision(&key, Some(claim.revision))
@@ -264,6 +284,7 @@ impl Directory {
         held: &Held,
     ) -> Result<Claim, DirectoryError> {
         let key = directory_key(actor_id)?;
+        self.online("takeover")?;
         if let Some(owner) = &held.owner {
             if owner == me {
                 return Ok(Claim {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::proxy::Proxy;
+use sluice_cluster::testing::Proxy;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -252,6 +252,106 @@ async fn a_host_that_does_not_serve_is_unavailable() {
     );
 }
 
+/// A caller cut off from NATS ends the calls it has in flight (their replies cannot reach it
+/// now) and fails new ones at once, and none of them is sent late: the client would otherwise
+/// queue the frame until it reconnects, so the call would wait out its whole timeout and then
+/// run after its caller gave up (and after whatever it retried).
+#[tokio::test]
+async fn a_caller_without_nats_fails_at_once_and_sends_nothing_after_it_reconnects() {
+    use async_nats::connection::State;
+    let nats = nats().await;
+    let proxy = sluice_cluster::testing::Proxy::start(format!("127.0.0.1:{}", nats.port())).await;
+    let callee = host(&nats.url(), "t", "callee", 1_000).await;
+    let caller = host(&proxy.url(), "t", "caller", 1_000).await;
+    let handler = Arc::new(Mailboxes::default());
+    let _server = Server::start(&callee, handler.clone(), ServerConfig::default())
+        .await
+        .unwrap();
+    let client = Client::new(&caller, ClientConfig::default());
+    client
+        .tell("callee", tell("Echo/before", "x"))
+        .await
+        .unwrap();
+    // An ask in flight (its handler never answers, its timeout is 30 s) when the connection
+    // drops: no reply can come now, so it ends then.
+    let hanging = tokio::spawn({
+        let client = client.clone();
+        async move { client.ask("callee", ask("Hang/1", b"")).await }
+    });
+    sluice_test_wait::wait_until(Duration::from_secs(10), "the hanging ask to arrive", || {
+        handler.seen.lock().len() == 2
+    })
+    .await;
+
+    let cut = Instant::now();
+    proxy.cut();
+    let e = tokio::time::timeout(Duration::from_secs(5), hanging)
+        .await
+        .expect("the ask in flight ended when the connection dropped")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        cut.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        cut.elapsed()
+    );
+    assert_eq!(
+        e.message,
+        "UNAVAILABLE: this host lost its NATS connection with the call to host callee in flight (it may have run)"
+    );
+    let state = |want: State| {
+        let caller = caller.clone();
+        move || caller.client().connection_state() == want
+    };
+    sluice_test_wait::wait_until(
+        Duration::from_secs(10),
+        "the caller to see NATS gone",
+        state(State::Disconnected),
+    )
+    .await;
+    let t = Instant::now();
+    let e = client
+        .tell("callee", tell("Echo/late", "x"))
+        .await
+        .unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "waited {:?}",
+        t.elapsed()
+    );
+    assert_eq!(e.code, ErrorCode::Unavailable);
+    assert_eq!(
+        e.message,
+        "UNAVAILABLE: this host is not connected to NATS now: the call to host callee was not sent"
+    );
+    let e = client
+        .ask("callee", ask("Echo/late", b""))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unavailable, "{e:?}");
+
+    proxy.heal();
+    sluice_test_wait::wait_until(
+        Duration::from_secs(20),
+        "the caller to reconnect",
+        state(State::Connected),
+    )
+    .await;
+    // Frames on one connection arrive in order: had the late ones been queued, they would
+    // have reached the callee before this one.
+    client
+        .tell("callee", tell("Echo/after", "x"))
+        .await
+        .unwrap();
+    let seen: Vec<String> = handler
+        .seen
+        .lock()
+        .iter()
+        .map(|(c, _)| c.target.clone())
+        .collect();
+    assert_eq!(seen, ["Echo/before", "Hang/1", "Echo/after"]);
+}
+
 #[tokio::test]
 async fn foreign_messages_get_invalid_argument_and_the_host_keeps_serving() {
     let p = pair(ServerConfig::default()).await;

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::error::{ErrorRecord, TellReceipt};
 use super::frame::{self, Call, CallKind, Limits, Outcome};
-use crate::connect::Connection;
+use crate::connect::{Connection, ConnectionState};
 use crate::membership::MemberView;
 use crate::metrics;
 use crate::names::Names;
@@ -93,6 +93,8 @@ pub struct Client {
     config: ClientConfig,
     /// The members: a call in flight to one that leaves ends then (see [`Client::watching`]).
     members: Option<watch::Receiver<Arc<MemberView>>>,
+    /// This host's connection: a call in flight when it is lost ends then.
+    state: watch::Receiver<ConnectionState>,
 }
 
 impl Client {
@@ -104,6 +106,7 @@ impl Client {
             origin: conn.node_id().into(),
             config,
             members: None,
+            state: conn.state(),
         }
     }
 
@@ -244,6 +247,16 @@ impl Client {
     async fn request(&self, node: &str, calls: &[Call], timeout: Duration) -> Vec<Outcome> {
         let n = calls.len();
         let every = |e: ErrorRecord| vec![Outcome::Failed(e); n];
+        // Not connected: fail now rather than queue the frame in the client until it
+        // reconnects. A queued frame would wait out the whole timeout (a relay batch held
+        // up for 5 s), and would still be sent after its caller gave up, to run late and out
+        // of order with what was retried meanwhile (its deadline is relative, so it would
+        // not be seen as expired).
+        if self.nats.connection_state() != async_nats::connection::State::Connected {
+            return every(ErrorRecord::unavailable(&format!(
+                "this host is not connected to NATS now: the call to host {node} was not sent"
+            )));
+        }
         let subject = self.names.host_subject(node);
         let frame = frame::encode_request(&self.origin, calls);
         let len = frame.len();
@@ -251,16 +264,28 @@ impl Client {
             .payload(frame)
             .timeout(Some(timeout));
         let reply = self.nats.send_request(subject, request);
-        let reply = match self.left(node) {
-            Some(left) => tokio::select! {
-                r = reply => r,
-                () = left => {
-                    return every(ErrorRecord::unavailable(&format!(
-                        "host {node} left the cluster with the call in flight (it may have run)"
-                    )));
-                }
-            },
-            None => reply.await,
+        let left = async {
+            match self.left(node) {
+                Some(left) => left.await,
+                None => std::future::pending().await,
+            }
+        };
+        // A reply sent while this host is disconnected is lost (core NATS keeps nothing for
+        // a subscriber that is away), so the call cannot end well once the connection drops.
+        let mut state = self.state.clone();
+        let lost = state.wait_for(|s| *s != ConnectionState::Connected);
+        let reply = tokio::select! {
+            r = reply => r,
+            () = left => {
+                return every(ErrorRecord::unavailable(&format!(
+                    "host {node} left the cluster with the call in flight (it may have run)"
+                )));
+            }
+            _ = lost => {
+                return every(ErrorRecord::unavailable(&format!(
+                    "this host lost its NATS connection with the call to host {node} in flight (it may have run)"
+                )));
+            }
         };
         let msg = match reply {
             Ok(m) => m,

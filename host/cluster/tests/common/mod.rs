@@ -2,8 +2,6 @@
 //! distinct hosts, and the suites' bounded wait (`sluice-test-wait`).
 #![allow(dead_code)]
 
-pub mod proxy;
-
 use sluice_cluster::testing::NatsServer;
 use sluice_cluster::{ClusterConfig, Connection, connect};
 

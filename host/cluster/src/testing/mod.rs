@@ -6,6 +6,10 @@
 //! `~/.cache/sluice/nats-server/<version>/`. A missing binary is an error (tests fail, never
 //! skip).
 
+mod proxy;
+
+pub use proxy::Proxy;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

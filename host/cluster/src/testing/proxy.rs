@@ -9,6 +9,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// A loopback TCP proxy that can be cut (every connection dropped, new ones refused) and
+/// healed.
 pub struct Proxy {
     addr: SocketAddr,
     open: watch::Sender<bool>,
