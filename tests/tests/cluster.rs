@@ -88,9 +88,20 @@ async fn start_member(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (SluiceRun, tempfile::TempDir) {
+    start_member_at(&nats.url(), db, node, config, extra, env).await
+}
+
+/// As [`start_member`], joining through the NATS URL `url` (a proxy the test can cut).
+async fn start_member_at(
+    url: &str,
+    db: &str,
+    node: &str,
+    config: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (SluiceRun, tempfile::TempDir) {
     let app = rust_app(&["echo", "slow"], config);
-    let url = nats.url();
-    let mut args = vec!["--cluster", &url, "--node-id", node, "--database-url", db];
+    let mut args = vec!["--cluster", url, "--node-id", node, "--database-url", db];
     args.extend_from_slice(extra);
     let run = SluiceRun::start(
         &sluice_binary("sluice-cluster-test"),
@@ -208,6 +219,162 @@ async fn post(
         serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
     )
+}
+
+/// Outbox load through the ingress: sender `Echo/snd-{s}` (`s < senders`) dispatches
+/// `s{s}-{i:04}` (`i < sends`, in order) to every receiver, through the ingresses in `via` in
+/// turn (a test adds or drops one as hosts join or die). A dispatch whose request fails (its
+/// host died, or lost NATS: the outcome is unknown) is sent again and counted in `resent`.
+struct Dispatches {
+    via: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    resent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    senders: usize,
+    sends: usize,
+    receivers: Vec<String>,
+}
+
+impl Dispatches {
+    fn start(via: Vec<String>, senders: usize, sends: usize, receivers: Vec<String>) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        let client = reqwest::Client::new();
+        let mut d = Self {
+            via: std::sync::Arc::new(std::sync::Mutex::new(via)),
+            sent: Default::default(),
+            resent: Default::default(),
+            tasks: Vec::new(),
+            senders,
+            sends,
+            receivers,
+        };
+        for s in 0..senders {
+            let (client, via, sent, resent) = (
+                client.clone(),
+                d.via.clone(),
+                d.sent.clone(),
+                d.resent.clone(),
+            );
+            let receivers = d.receivers.clone();
+            d.tasks.push(tokio::spawn(async move {
+                let started = Instant::now();
+                for i in 0..sends {
+                    let body = serde_json::json!({
+                        "targets": receivers, "msg_type": "record", "payload": format!("s{s}-{i:04}"),
+                    })
+                    .to_string();
+                    let mut attempt = 0;
+                    loop {
+                        let host = {
+                            let via = via.lock().unwrap();
+                            via[(s + i + attempt) % via.len()].clone()
+                        };
+                        let path = format!("{host}/actors/Echo/snd-{s}/ask/dispatch");
+                        match client.post(path).body(body.clone()).send().await {
+                            Ok(r) if r.status() == 200 => {
+                                let reply: Value = r.json().await.unwrap();
+                                assert_eq!(reply["ok"], true, "snd-{s} via {host}: {reply}");
+                                break;
+                            }
+                            // A 503 (the sender's host is gone, or cut off) or a dead
+                            // connection: the dispatch may or may not have happened.
+                            _ => {
+                                resent.fetch_add(1, Relaxed);
+                                attempt += 1;
+                                assert!(
+                                    started.elapsed() < Duration::from_secs(240),
+                                    "snd-{s} stuck at {i}"
+                                );
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                    }
+                    sent.fetch_add(1, Relaxed);
+                }
+            }));
+        }
+        d
+    }
+
+    fn sent(&self) -> usize {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn resent(&self) -> usize {
+        self.resent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn total(&self) -> usize {
+        self.senders * self.sends
+    }
+
+    /// Waits (at most 120 s) until `n` dispatches were acknowledged.
+    async fn wait_sent(&self, n: usize) {
+        let start = Instant::now();
+        while self.sent() < n {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "dispatches stalled at {} of {n}",
+                self.sent()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn add_via(&self, ingress: &str) {
+        self.via.lock().unwrap().push(ingress.to_string());
+    }
+
+    fn drop_via(&self, ingress: &str) {
+        self.via.lock().unwrap().retain(|v| v != ingress);
+    }
+
+    /// Waits for every sender to finish.
+    async fn finish(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.await.unwrap();
+        }
+    }
+
+    /// Waits (at most `bound`) until every receiver, asked through `ingress`, recorded every
+    /// message, and checks that each sender's messages first arrived in the order sent
+    /// (per-receiver FIFO). Returns the duplicates over all receivers.
+    async fn wait_delivered(&self, ingress: &str, bound: Duration) -> usize {
+        let client = reqwest::Client::new();
+        let mut dups = 0;
+        for r in &self.receivers {
+            let total = self.total();
+            let items: Vec<String> =
+                wait_for(bound, &format!("{r} to have every message"), || async {
+                    let (status, reply) =
+                        post(&client, ingress, &format!("{r}/ask/recorded"), "", None).await;
+                    let items: Vec<String> =
+                        serde_json::from_value(reply["items"].clone()).unwrap_or_default();
+                    let distinct: std::collections::BTreeSet<&String> = items.iter().collect();
+                    if status == 200 && distinct.len() == total {
+                        Ok(items)
+                    } else {
+                        Err((status, distinct.len()))
+                    }
+                })
+                .await;
+            for s in 0..self.senders {
+                let mut seen = std::collections::HashSet::new();
+                let first: Vec<&String> = items
+                    .iter()
+                    .filter(|m| m.starts_with(&format!("s{s}-")) && seen.insert(*m))
+                    .collect();
+                let want: Vec<String> = (0..self.sends).map(|i| format!("s{s}-{i:04}")).collect();
+                assert_eq!(
+                    first,
+                    want.iter().collect::<Vec<_>>(),
+                    "{r}: snd-{s}'s messages out of order"
+                );
+            }
+            dups += items.len() - total;
+        }
+        dups
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -806,56 +973,11 @@ async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo
     let hosts: Vec<&SluiceRun> = c.hosts.iter().collect();
     wait_relay_shares(&hosts, &NODES, PARTITIONS).await;
 
-    let client = reqwest::Client::new();
-    let ingress = std::sync::Arc::new(std::sync::Mutex::new(
-        c.hosts
-            .iter()
-            .map(|h| h.ingress.clone())
-            .collect::<Vec<_>>(),
-    ));
     let targets: Vec<String> = (0..RECEIVERS).map(|r| format!("Echo/rcv-{r}")).collect();
-    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for s in 0..SENDERS {
-        let (client, ingress, targets, sent) = (
-            client.clone(),
-            ingress.clone(),
-            targets.clone(),
-            sent.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            for i in 0..SENDS {
-                let via = {
-                    let hosts = ingress.lock().unwrap();
-                    hosts[(s + i) % hosts.len()].clone()
-                };
-                let body = serde_json::json!({
-                    "targets": targets, "msg_type": "record", "payload": format!("s{s}-{i:03}"),
-                })
-                .to_string();
-                let (status, reply) = post(
-                    &client,
-                    &via,
-                    &format!("Echo/snd-{s}/ask/dispatch"),
-                    &body,
-                    None,
-                )
-                .await;
-                assert_eq!(status, 200, "dispatch via {via}: {reply}");
-                assert_eq!(reply["ok"], true, "dispatch via {via}: {reply}");
-                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }));
-    }
+    let ingress = c.hosts.iter().map(|h| h.ingress.clone()).collect();
+    let mut load = Dispatches::start(ingress, SENDERS, SENDS, targets);
     // A quarter in, h4 joins; the senders use its ingress too from then on.
-    let start = Instant::now();
-    while sent.load(std::sync::atomic::Ordering::Relaxed) < SENDERS * SENDS / 4 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "dispatches stalled"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    load.wait_sent(load.total() / 4).await;
     let (h4, app4) = start_host(&c.nats, &c.db, "h4").await;
     let four = ["h1", "h2", "h3", "h4"];
     for h in c.hosts.iter().chain([&h4]) {
@@ -864,43 +986,19 @@ async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo
     let all: Vec<&SluiceRun> = c.hosts.iter().chain([&h4]).collect();
     wait_relay_shares(&all, &four, PARTITIONS).await;
     assert!(
-        sent.load(std::sync::atomic::Ordering::Relaxed) < SENDERS * SENDS,
+        load.sent() < load.total(),
         "the senders finished before the shares moved: the test did not rebalance under load"
     );
-    ingress.lock().unwrap().push(h4.ingress.clone());
-    for t in tasks {
-        t.await.unwrap();
-    }
+    load.add_via(&h4.ingress);
+    load.finish().await;
+    // Every host stayed up: every dispatch was acknowledged the first time.
+    assert_eq!(load.resent(), 0, "a dispatch failed while a host joined");
 
     // Every receiver: each sender's messages once each, in the order sent.
-    for r in &targets {
-        let start = Instant::now();
-        loop {
-            let (status, reply) =
-                post(&client, &h4.ingress, &format!("{r}/ask/recorded"), "", None).await;
-            assert_eq!(status, 200, "{r}: {reply}");
-            let items: Vec<String> = serde_json::from_value(reply["items"].clone()).unwrap();
-            if items.len() >= SENDERS * SENDS {
-                for s in 0..SENDERS {
-                    let got: Vec<&String> = items
-                        .iter()
-                        .filter(|m| m.starts_with(&format!("s{s}-")))
-                        .collect();
-                    let want: Vec<String> = (0..SENDS).map(|i| format!("s{s}-{i:03}")).collect();
-                    assert_eq!(got, want.iter().collect::<Vec<_>>(), "{r} from snd-{s}");
-                }
-                assert_eq!(items.len(), SENDERS * SENDS, "{r}: a message came twice");
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "{r} has {} of {} messages",
-                items.len(),
-                SENDERS * SENDS
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let dups = load
+        .wait_delivered(&h4.ingress, Duration::from_secs(60))
+        .await;
+    assert_eq!(dups, 0, "a message came twice");
     c.hosts.push(h4);
     c._apps.push(app4);
 }
@@ -1476,11 +1574,13 @@ fn unix_ms() -> u64 {
 ///   (their asks go through the survivors' ingress: an ask whose ingress dies has an unknown
 ///   outcome);
 /// - the dead host's keys answer again within the member TTL plus 8.5 s;
+/// - the survivors relay the dead host's outbox partitions within the member TTL plus 8.5 s,
+///   not after the 30 s partition lease;
 /// - the activation logs of all three hosts show no key live on two hosts at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_twice_at_once() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     const PARTITIONS: u32 = 8;
     const BATCH: u32 = 200;
@@ -1497,7 +1597,7 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         .await
         .expect("the test nats-server (scripts/nats.sh install)");
     let config = format!(
-        "{}\n[outbox]\npartitions = {PARTITIONS}\nlease_ms = 3000\nrelay_batch_size = {BATCH}\n",
+        "{}\n[outbox]\npartitions = {PARTITIONS}\nrelay_batch_size = {BATCH}\n",
         app_config()
     );
     let log = [("RUST_LOG", "info,sluice::activations=debug")];
@@ -1513,7 +1613,6 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
     }
     let client = reqwest::Client::new();
     let ingress: Vec<String> = hosts.iter().map(|h| h.ingress.clone()).collect();
-    let dead = Arc::new(AtomicBool::new(false));
 
     // Receivers the kill cannot take state from: their owner is h1 or h2, with or without h3.
     let receivers: Vec<String> = (0..)
@@ -1521,50 +1620,8 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         .filter(|id| owner(id, &NODES) != "h3")
         .take(RECEIVERS)
         .collect();
-    let resent = Arc::new(AtomicUsize::new(0));
-    let dispatched = Arc::new(AtomicUsize::new(0));
-    let mut senders = Vec::new();
-    for s in 0..SENDERS {
-        let (client, ingress, receivers, dead, resent, dispatched) = (
-            client.clone(),
-            ingress.clone(),
-            receivers.clone(),
-            dead.clone(),
-            resent.clone(),
-            dispatched.clone(),
-        );
-        senders.push(tokio::spawn(async move {
-            let started = Instant::now();
-            for i in 0..SENDS {
-                let body = serde_json::json!({
-                    "targets": receivers, "msg_type": "record", "payload": format!("s{s}-{i:04}"),
-                })
-                .to_string();
-                let mut attempt = 0;
-                loop {
-                    // Through every host's ingress, the dead one's too until the kill.
-                    let live = if dead.load(Relaxed) { 2 } else { 3 };
-                    let via = &ingress[(s + i + attempt) % live];
-                    let path = format!("{via}/actors/Echo/snd-{s}/ask/dispatch");
-                    match client.post(path).body(body.clone()).send().await {
-                        Ok(r) if r.status() == 200 => break,
-                        // A 503 (the sender's host is gone, not yet replaced) or a dead
-                        // connection: the dispatch may or may not have happened. Send again.
-                        _ => {
-                            resent.fetch_add(1, Relaxed);
-                            attempt += 1;
-                            assert!(
-                                started.elapsed() < Duration::from_secs(240),
-                                "snd-{s} stuck at {i}"
-                            );
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-                dispatched.fetch_add(1, Relaxed);
-            }
-        }));
-    }
+    // Through every host's ingress, the dead one's too until the kill.
+    let mut load = Dispatches::start(ingress.clone(), SENDERS, SENDS, receivers);
 
     // Counters asked through h1's and h2's ingress only. Each asker owns its keys (key k
     // belongs to asker k % ASKERS), so its replies per key arrive in order.
@@ -1634,16 +1691,9 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
     }
 
     // A quarter of the dispatches in, SIGKILL h3.
-    let start = Instant::now();
-    while dispatched.load(Relaxed) < SENDERS * SENDS / 4 {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "dispatches stalled"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    load.wait_sent(load.total() / 4).await;
     let asked_at_kill = asked.load(Relaxed);
-    dead.store(true, Relaxed);
+    load.drop_via(&hosts[2].ingress);
     hosts[2].kill();
     let killed_ms = unix_ms();
     let killed = Instant::now();
@@ -1674,14 +1724,20 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         asked_at_kill < ASKERS * ASKS,
         "the asks finished before the kill: the test did not kill under load"
     );
+    // The survivors hold the dead host's outbox partitions once they see it gone (its leases
+    // are ended then), not when its 30 s partition lease (the default) would lapse.
+    wait_relay_shares(&[&hosts[0], &hosts[1]], &["h1", "h2"], PARTITIONS).await;
+    let takeover = killed.elapsed();
+    assert!(
+        takeover < Duration::from_millis(1_500 + 8_500),
+        "the survivors took the dead host's partitions only after {takeover:?}"
+    );
 
     let mut counts: BTreeMap<String, Vec<(u64, u64, u64)>> = BTreeMap::new();
     for a in askers {
         counts.extend(a.await.unwrap());
     }
-    for s in senders {
-        s.await.unwrap();
-    }
+    load.finish().await;
     let survivors = ["h1", "h2"];
     for (id, seen) in &counts {
         let ns: Vec<u64> = seen.iter().map(|(n, _, _)| *n).collect();
@@ -1716,39 +1772,16 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         failovers.iter().max()
     );
 
-    // Every message at least once at every receiver; duplicates only as the kill explains.
-    let resent = resent.load(Relaxed);
+    // Every message at least once at every receiver, each sender's first copies in order;
+    // duplicates only as the kill explains.
+    let resent = load.resent();
     let h3_partitions = (0..PARTITIONS)
         .filter(|p| sluice_node::relay_share("h3", NODES.iter().copied(), PARTITIONS).contains(p))
         .count();
     let dup_bound = resent * RECEIVERS + h3_partitions * BATCH as usize;
-    let mut dups = 0;
-    for r in &receivers {
-        let items: Vec<String> = wait_for(
-            Duration::from_secs(60),
-            &format!("{r} to have every message (the dead host's claims lapse after 3 s)"),
-            || async {
-                let (status, reply) =
-                    post(&client, &ingress[0], &format!("{r}/ask/recorded"), "", None).await;
-                let items: Vec<String> =
-                    serde_json::from_value(reply["items"].clone()).unwrap_or_default();
-                let distinct: std::collections::BTreeSet<&String> = items.iter().collect();
-                if status == 200 && distinct.len() == SENDERS * SENDS {
-                    Ok(items)
-                } else {
-                    Err((status, distinct.len()))
-                }
-            },
-        )
+    let dups = load
+        .wait_delivered(&ingress[0], Duration::from_secs(60))
         .await;
-        for s in 0..SENDERS {
-            for i in 0..SENDS {
-                let m = format!("s{s}-{i:04}");
-                assert!(items.contains(&m), "{r} never got {m}");
-            }
-        }
-        dups += items.len() - SENDERS * SENDS;
-    }
     assert!(
         dups <= dup_bound,
         "{dups} duplicates; the kill explains at most {dup_bound} ({resent} dispatches sent again × {RECEIVERS} receivers + {h3_partitions} partitions × a batch of {BATCH})"
@@ -1794,10 +1827,293 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
     }
     assert!(moved > 0, "no key moved off the dead host");
     eprintln!(
-        "sigkill under load: failover p_max {:?} ms over {} keys, {dups} duplicates (bound {dup_bound}), {resent} dispatches resent, {moved} actors moved, run {:?}",
+        "sigkill under load: partitions taken over after {takeover:?}, failover p_max {:?} ms over {} keys, {dups} duplicates (bound {dup_bound}), {resent} dispatches resent, {moved} actors moved, run {:?}",
         failovers.iter().max(),
         failovers.len(),
         killed.elapsed()
     );
+    drop(apps);
+}
+
+/// Asks `Echo/c-{k}` (`k < counters`) `asks` times in turn through the ingresses in `via`:
+/// an ask that fails (503 or 504 while NATS is away) is counted in `failed` and sent again.
+/// The task returns each key's acknowledged counts, in the order acknowledged.
+struct Asks {
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    failed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<BTreeMap<String, Vec<u64>>>,
+}
+
+fn ask_counters(via: Vec<String>, counters: usize, asks: usize) -> Asks {
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (counter, failures) = (asked.clone(), failed.clone());
+    let task = tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let started = Instant::now();
+        for i in 0..asks {
+            let id = format!("Echo/c-{}", i % counters);
+            let mut attempt = 0;
+            loop {
+                let host = &via[(i + attempt) % via.len()];
+                let (status, reply) =
+                    post(&client, host, &format!("{id}/ask/record"), "1", Some(5_000)).await;
+                if status == 200 {
+                    counts
+                        .entry(id.clone())
+                        .or_default()
+                        .push(reply["count"].as_u64().unwrap());
+                    break;
+                }
+                assert!(
+                    matches!(status, 503 | 504),
+                    "{id} via {host}: {status} {reply}"
+                );
+                assert!(
+                    started.elapsed() < Duration::from_secs(240),
+                    "{id} never answered again: {status} {reply}"
+                );
+                attempt += 1;
+                failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        counts
+    });
+    Asks {
+        asked,
+        failed,
+        task,
+    }
+}
+
+/// nats-server killed and started again (same port, same JetStream store) in the middle of
+/// asks and outbox dispatches through every host's ingress:
+/// - every host reconnects: each sees all three members again with a valid lease;
+/// - no acknowledged ask is lost: each counter's acknowledged counts only grow (state that
+///   was lost, or a key run twice, would count from 1 again);
+/// - every acknowledged dispatch reaches every receiver at least once, each sender's messages
+///   first in the order sent, with duplicates only from dispatches sent again and one relay
+///   batch per partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every_host_reconnects() {
+    const PARTITIONS: u32 = 8;
+    const BATCH: u32 = 50;
+    const SENDERS: usize = 4;
+    const RECEIVERS: usize = 6;
+    const SENDS: usize = 300;
+    const COUNTERS: usize = 60;
+    const ASKS: usize = 3_000;
+    // The server is down for well under the member TTL, so the members' entries outlive it
+    // (their leases may lapse meanwhile and are renewed after).
+    let config = |_: &str| {
+        format!(
+            "{}\n[outbox]\npartitions = {PARTITIONS}\nrelay_batch_size = {BATCH}\n",
+            app_config()
+                .replace("heartbeat_ms = 300", "heartbeat_ms = 500")
+                .replace("member_ttl_ms = 1500", "member_ttl_ms = 5000")
+        )
+    };
+    let Some(mut c) = three_hosts_with("sluice_cluster_nats_restart", config).await else {
+        return;
+    };
+    let ingress: Vec<String> = c.hosts.iter().map(|h| h.ingress.clone()).collect();
+    let receivers: Vec<String> = (0..RECEIVERS).map(|r| format!("Echo/rcv-{r}")).collect();
+    let mut load = Dispatches::start(ingress.clone(), SENDERS, SENDS, receivers);
+    let asks = ask_counters(ingress.clone(), COUNTERS, ASKS);
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+
+    load.wait_sent(load.total() / 4).await;
+    let asked_at_restart = asks.asked.load(relaxed);
+    // Down until the load has felt it (remote asks fail at once without NATS), then up again
+    // well within the member TTL, so the members' entries outlive the outage.
+    let failed_before = asks.failed.load(relaxed);
+    let down = Instant::now();
+    c.nats.kill();
+    wait_for(
+        Duration::from_secs(3),
+        "an ask to fail without NATS",
+        || async {
+            let failed = asks.failed.load(relaxed);
+            if failed > failed_before {
+                Ok(())
+            } else {
+                Err(failed)
+            }
+        },
+    )
+    .await;
+    c.nats.restart().await.expect("nats-server restarts");
+    let outage = down.elapsed();
+    assert!(
+        load.sent() < load.total() && asked_at_restart < ASKS,
+        "the load finished before the restart: the test did not restart under load"
+    );
+    for h in &c.hosts {
+        wait_members(h, &NODES).await;
+        wait_for(
+            Duration::from_secs(30),
+            &format!("{} to hold a valid lease again", h.admin),
+            || async {
+                let s = status(h).await;
+                if s["cluster"]["lease_valid"] == true {
+                    Ok(())
+                } else {
+                    Err(s)
+                }
+            },
+        )
+        .await;
+    }
+    let reconnected = down.elapsed();
+
+    let counts = asks.task.await.unwrap();
+    let failed = asks.failed.load(relaxed);
+    load.finish().await;
+    for (id, ns) in &counts {
+        assert!(
+            ns.windows(2).all(|w| w[1] > w[0]),
+            "{id}: an acknowledged count was lost or repeated: {ns:?}"
+        );
+    }
+    assert_eq!(counts.values().map(Vec::len).sum::<usize>(), ASKS);
+    let resent = load.resent();
+    let dup_bound = resent * RECEIVERS + PARTITIONS as usize * BATCH as usize;
+    let dups = load
+        .wait_delivered(&ingress[0], Duration::from_secs(60))
+        .await;
+    assert!(
+        dups <= dup_bound,
+        "{dups} duplicates; the restart explains at most {dup_bound} ({resent} dispatches sent again × {RECEIVERS} receivers + {PARTITIONS} partitions × a batch of {BATCH})"
+    );
+    eprintln!(
+        "nats restart under load: server down {outage:?}, every host reconnected after {reconnected:?}, {failed} asks failed and sent again, {resent} dispatches resent, {dups} duplicates (bound {dup_bound})"
+    );
+}
+
+/// The wall-clock stamps of `h`'s log lines that contain `what`, in order.
+fn logged(h: &SluiceRun, what: &str) -> Vec<String> {
+    h.stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains(what))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// A member cut off from NATS (it joined through a proxy the test cuts) while dispatches flow
+/// through the others' ingress:
+/// - it stops relaying its outbox partitions once its own cluster lease lapses (before the
+///   others can see it gone), though Postgres is still there for it;
+/// - the others relay its partitions once they see it gone (its partition leases ended, not
+///   waited out: the default lease is 30 s);
+/// - every receiver gets every message, each sender's in the order sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_partitions_at_once() {
+    const PARTITIONS: u32 = 8;
+    const BATCH: u32 = 50;
+    const SENDERS: usize = 4;
+    const RECEIVERS: usize = 6;
+    const SENDS: usize = 200;
+    let Some(db) = fresh_postgres_database("sluice_cluster_cut_off").await else {
+        return;
+    };
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    let proxy = sluice_cluster::testing::Proxy::start(format!("127.0.0.1:{}", nats.port())).await;
+    let config = format!(
+        "{}\n[outbox]\npartitions = {PARTITIONS}\nrelay_batch_size = {BATCH}\n",
+        app_config()
+    );
+    let mut hosts = Vec::new();
+    let mut apps = Vec::new();
+    for node in NODES {
+        let url = if node == "h3" {
+            proxy.url()
+        } else {
+            nats.url()
+        };
+        let (h, a) = start_member_at(&url, &db, node, &config, &[], &[]).await;
+        hosts.push(h);
+        apps.push(a);
+    }
+    for h in &hosts {
+        wait_members(h, &NODES).await;
+    }
+    let all: Vec<&SluiceRun> = hosts.iter().collect();
+    wait_relay_shares(&all, &NODES, PARTITIONS).await;
+    assert!(
+        !relayed_partitions(&hosts[2]).await.is_empty(),
+        "h3 relays no partition: the cut would prove nothing"
+    );
+
+    // Receivers that stay where they are when h3 goes.
+    let receivers: Vec<String> = (0..)
+        .map(|r| format!("Echo/rcv-{r}"))
+        .filter(|id| owner(id, &NODES) != "h3")
+        .take(RECEIVERS)
+        .collect();
+    let via = vec![hosts[0].ingress.clone(), hosts[1].ingress.clone()];
+    let mut load = Dispatches::start(via, SENDERS, SENDS, receivers);
+    load.wait_sent(load.total() / 4).await;
+    const TOOK: &str = "cluster: relaying outbox partitions";
+    let shares_before: Vec<usize> = hosts[..2].iter().map(|h| logged(h, TOOK).len()).collect();
+    proxy.cut();
+    let cut = Instant::now();
+
+    wait_for(
+        Duration::from_secs(10),
+        "h3 to stop relaying once its lease lapsed (seen: status, leases held)",
+        || async {
+            let s = status(&hosts[2]).await;
+            let listed: Vec<u32> = serde_json::from_value(s["cluster"]["relayed"].clone()).unwrap();
+            let held = relayed_partitions(&hosts[2]).await;
+            if listed.is_empty() && held.is_empty() && s["cluster"]["lease_valid"] == false {
+                Ok(())
+            } else {
+                Err((listed, held, s["cluster"]["lease_valid"].clone()))
+            }
+        },
+    )
+    .await;
+    let stopped = cut.elapsed();
+    wait_relay_shares(&[&hosts[0], &hosts[1]], &["h1", "h2"], PARTITIONS).await;
+    let takeover = cut.elapsed();
+    // h3 gave its partitions up before another member took any of them (the log lines'
+    // wall clocks, one machine): when its lease lapsed, not when the others saw it gone.
+    let gave_up = logged(&hosts[2], "lease lapsed: relaying no outbox partition");
+    let moved: Vec<String> = hosts[..2]
+        .iter()
+        .zip(&shares_before)
+        .flat_map(|(h, before)| logged(h, TOOK)[*before..].to_vec())
+        .collect();
+    assert!(
+        !gave_up.is_empty() && !moved.is_empty() && moved.iter().all(|m| *m > gave_up[0]),
+        "h3 gave its partitions up at {gave_up:?}; the others took their new shares at {moved:?}"
+    );
+    assert!(
+        takeover < Duration::from_millis(1_500 + 8_500),
+        "the others took h3's partitions only after {takeover:?}"
+    );
+    assert!(
+        load.sent() < load.total(),
+        "the senders finished before the partitions moved: the test did not cut under load"
+    );
+    load.finish().await;
+    let resent = load.resent();
+    let dup_bound = resent * RECEIVERS + PARTITIONS as usize * BATCH as usize;
+    let dups = load
+        .wait_delivered(&hosts[0].ingress, Duration::from_secs(60))
+        .await;
+    assert!(
+        dups <= dup_bound,
+        "{dups} duplicates; the cut explains at most {dup_bound}"
+    );
+    eprintln!(
+        "member cut off: it stopped relaying {stopped:?} after the cut, the others held its partitions after {takeover:?}, {resent} dispatches resent, {dups} duplicates"
+    );
+    proxy.heal();
     drop(apps);
 }

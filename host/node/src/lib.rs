@@ -23,11 +23,11 @@ mod supervised;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sluice_cluster::directory::Directory;
 use sluice_cluster::membership::MemberView;
-use sluice_cluster::membership::{Membership, MembershipTimings, TypeVersion};
+use sluice_cluster::membership::{LeaseStatus, Membership, MembershipTimings, TypeVersion};
 use sluice_cluster::modules::{ModuleError, ModuleStore, content_hash};
 use sluice_cluster::transport::{Client, ClientConfig, Limits, Server, ServerConfig};
 use sluice_cluster::{ClusterConfig, Connection};
@@ -186,10 +186,15 @@ impl Node {
             self.shared.host.clone(),
             self.heartbeat,
         );
+        let (lease, me) = match &*self.membership.lock() {
+            Some(m) => (Some(m.lease()), lessee(m.node_id(), m.incarnation())),
+            None => (None, self.node.clone()),
+        };
         let share = share_relay(
             self.shared.host.clone(),
-            self.node.clone(),
+            (self.node.clone(), me),
             self.shared.view.clone(),
+            lease,
         );
         let supervised = supervised::keep_placed(self.shared.clone(), self.heartbeat);
         self.tasks.lock().extend([
@@ -329,25 +334,88 @@ fn partition_key(partition: u32) -> String {
     format!("outbox-partition/{partition}")
 }
 
+/// The name a member incarnation leases outbox partitions under: a restarted host with the
+/// same node id is another lessee, so ending a dead incarnation's leases never touches its
+/// successor's.
+fn lessee(node: &str, incarnation: &str) -> String {
+    format!("{node}/{incarnation}")
+}
+
 /// Keeps this host's relay on its share of the outbox's partitions as members come and go.
 /// A partition that moves away is given up after its current batch; one that moves here is
-/// taken as soon as its previous holder has given it up (or its lease has lapsed, for a
-/// member that died), so one host at a time relays each partition and per-receiver FIFO holds.
-async fn share_relay(host: Host, node: String, mut view: watch::Receiver<Arc<MemberView>>) {
-    let Some(count) = host.outbox().map(|o| o.config().partitions) else {
+/// taken as soon as its previous holder has given it up, or at once for a member that died:
+/// a member gone from the view (silent for the member TTL) has its partition leases ended
+/// rather than waited out for `lease_ms`. That is safe because a member stops relaying when
+/// its own cluster lease lapses, which is at least the lease margin before the others can see
+/// it gone; so one host at a time relays each partition and per-receiver FIFO holds.
+async fn share_relay(
+    host: Host,
+    (node, me): (String, String),
+    mut view: watch::Receiver<Arc<MemberView>>,
+    mut lease: Option<watch::Receiver<LeaseStatus>>,
+) {
+    let Some(outbox) = host.outbox().cloned() else {
         return;
     };
+    // The relay has had no partition since `join`, so the name can change now.
+    if let Err(e) = outbox.channel().set_lessee(&me) {
+        tracing::warn!(lessee = %me, error = %e,
+            "cluster: outbox partition leases keep an anonymous name: if this host dies, its partitions wait out lease_ms");
+    }
+    let count = outbox.config().partitions;
+    // The other members as of the last view: node id -> incarnation.
+    let mut others: BTreeMap<String, String> = BTreeMap::new();
     loop {
-        let mine = {
+        let (share, gone) = {
             let v = view.borrow_and_update();
-            relay_share(&node, v.members().map(|m| m.record.node.as_str()), count)
+            let now: BTreeMap<String, String> = v
+                .members()
+                .filter(|m| m.record.node != node)
+                .map(|m| (m.record.node.clone(), m.record.incarnation.clone()))
+                .collect();
+            let gone: Vec<String> = others
+                .iter()
+                .filter(|(n, i)| now.get(*n) != Some(*i))
+                .map(|(n, i)| lessee(n, i))
+                .collect();
+            others = now;
+            let share = relay_share(&node, v.members().map(|m| m.record.node.as_str()), count);
+            (share, gone)
         };
+        for name in gone {
+            match outbox.channel().end_leases_of(&name).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    lessee = %name,
+                    partitions = n,
+                    "cluster: ended the outbox partition leases of a member that left"
+                ),
+                // Its leases then lapse on their own after `lease_ms`.
+                Err(e) => tracing::warn!(lessee = %name, error = %e,
+                    "cluster: could not end a departed member's outbox partition leases"),
+            }
+        }
+        let valid = lease
+            .as_mut()
+            .is_none_or(|l| l.borrow_and_update().is_valid_at(Instant::now()));
+        let mine = if valid { share } else { Vec::new() };
         if mine != host.relayed_partitions() {
-            tracing::info!(node = %node, partitions = ?mine, "cluster: relaying outbox partitions");
+            if valid {
+                tracing::info!(node = %node, partitions = ?mine, "cluster: relaying outbox partitions");
+            } else {
+                tracing::warn!(node = %node, "cluster: lease lapsed: relaying no outbox partition");
+            }
         }
         host.relay_partitions(mine).await;
-        if view.changed().await.is_err() {
-            return;
+        let lease_changed = async {
+            match lease.as_mut() {
+                Some(l) => l.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = view.changed() => if r.is_err() { return },
+            r = lease_changed => if r.is_err() { return },
         }
     }
 }

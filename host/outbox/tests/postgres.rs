@@ -199,6 +199,94 @@ async fn another_host_takes_a_partition_over_after_the_lease_or_at_once_when_rel
     assert_eq!(got, [b"m0".to_vec(), b"m1".to_vec()]);
 }
 
+/// A cluster member that dies is seen gone by the others long before its partition lease
+/// (30 s by default) would lapse. Ending the leases held under its name lets the next owner
+/// take the partition at once; the leases of another name, and this channel's own, are left
+/// alone; and a channel renames itself only while it leases nothing.
+#[tokio::test(start_paused = true)]
+async fn a_dead_lessees_partitions_are_taken_at_once_when_its_leases_are_ended() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let store = Store::postgres().await;
+    let config = common::fast_config()
+        .partitions(2)
+        .lease_ms(30_000)
+        .build()
+        .unwrap();
+    let host_a = store.open(config.clone()).await;
+    let host_b = store.open(config.clone()).await;
+    let host_c = store.open(config).await;
+    host_a.channel().set_lessee("a/1").unwrap();
+    host_c.channel().set_lessee("c/1").unwrap();
+    let in_partition = |p: u32| {
+        (0..)
+            .map(|i| format!("W/{i}"))
+            .find(|r| host_a.partition_of(r) == p)
+            .unwrap()
+    };
+    let (w0, w1) = (in_partition(0), in_partition(1));
+    let msg = |w: &str, p: &str| sluice_outbox::NewMessage::new(w, "job", p.as_bytes().to_vec());
+    host_a.store(msg(&w0, "m0")).await.unwrap();
+    host_a.store(msg(&w1, "n0")).await.unwrap();
+    // A leases partition 0 and claims its row, C partition 1; then both "die".
+    let now = host_a.now_ms();
+    assert_eq!(
+        host_a
+            .channel()
+            .claim(0, 10, now, 30_000)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        host_c
+            .channel()
+            .claim(1, 10, now, 30_000)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        host_a.channel().set_lessee("a/2").is_err(),
+        "renamed while leasing a partition"
+    );
+    let rx = common::TestReceiver::new();
+    let relay_b = host_b.start_relay(Arc::new(rx.clone()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        rx.delivered_count(),
+        0,
+        "B relayed partitions A and C lease"
+    );
+    // The cluster saw A gone: its lease ends, C's does not.
+    assert!(host_b.channel().end_leases_of("b/1").await.unwrap() == 0);
+    assert_eq!(host_b.channel().end_leases_of("a/1").await.unwrap(), 1);
+    assert!(
+        host_a.channel().end_leases_of("a/1").await.is_err(),
+        "a channel ended its own leases"
+    );
+    let t = tokio::time::Instant::now();
+    rx.wait_for("m0 via B", Duration::from_secs(30), |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "B waited {:?} for a partition whose lease was ended",
+        t.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let got: Vec<Vec<u8>> = rx.delivered().into_iter().map(|s| s.payload).collect();
+    assert_eq!(
+        got,
+        [b"m0".to_vec()],
+        "C's partition was taken while C's lease held"
+    );
+    relay_b.shutdown().await;
+}
+
 /// A cluster member's share changes: a partition one running relay is told to give up moves
 /// to the running relay told to take it after the current batch, long before the lease the
 /// first held would lapse, and that receiver's messages stay in order across the two hosts.

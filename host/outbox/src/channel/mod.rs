@@ -140,6 +140,21 @@ pub trait Channel: Send + Sync + 'static {
     fn holds(&self, _partition: u32, _now_ms: i64) -> bool {
         true
     }
+
+    /// Names this channel's partition leases `name` from now on, so that other hosts can end
+    /// them when the cluster sees this host die (a member's node id and incarnation). Only
+    /// while it leases no partition; a backend without partition leases ignores it.
+    fn set_lessee(&self, _name: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// Ends every partition lease held under `name` (a member the cluster saw die), so each
+    /// partition's next owner takes it at once instead of waiting out `lease_ms`. The dead
+    /// host's claims died with it; its partitions' rows are delivered again (at least once).
+    /// Returns how many leases ended.
+    async fn end_leases_of(&self, _name: &str) -> Result<u64> {
+        Ok(0)
+    }
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -36,7 +36,7 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 use super::enqueue::{self, EnqueueTx, Insert};
 use super::plan::Existing;
 use super::{Backend, COLUMNS, Channel, EnqueueOptions};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::message::{
     DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
 };
@@ -55,8 +55,9 @@ pub struct PostgresChannel {
     pool: PgPool,
     /// Claims and settlements: asynchronous commits (see [`PostgresChannel::open`]).
     relay: PgPool,
-    /// This channel's name in `outbox_partition_owners` (unique per open channel).
-    owner: Arc<str>,
+    /// This channel's name in `outbox_partition_owners`: unique per open channel, or a
+    /// cluster member's `node/incarnation` ([`Channel::set_lessee`]).
+    owner: Arc<RwLock<Arc<str>>>,
     /// The partitions this channel has leased, or knows another host holds.
     owned: Arc<Mutex<HashMap<u32, Lease>>>,
     /// Claims on rows of owned partitions: id -> (lease end, claimed version).
@@ -146,7 +147,7 @@ impl PostgresChannel {
         Ok(Self {
             pool,
             relay,
-            owner: Arc::from(uuid::Uuid::new_v4().to_string()),
+            owner: Arc::new(RwLock::new(Arc::from(uuid::Uuid::new_v4().to_string()))),
             owned: Arc::default(),
             claims: Arc::default(),
         })
@@ -166,6 +167,7 @@ impl PostgresChannel {
             }
         }
         let until = now_ms + lease_ms;
+        let owner = self.lessee();
         let taken: Option<i64> = sqlx::query_scalar(
             "INSERT INTO outbox_partition_owners AS o (partition, owner, lease_until) \
              VALUES ($1, $2, $3) ON CONFLICT (partition) DO UPDATE \
@@ -174,7 +176,7 @@ impl PostgresChannel {
              RETURNING lease_until",
         )
         .bind(i64::from(partition))
-        .bind(&*self.owner)
+        .bind(&*owner)
         .bind(until)
         .bind(now_ms)
         .fetch_optional(&self.relay)
@@ -202,6 +204,11 @@ impl PostgresChannel {
         };
         self.owned.lock().insert(partition, lease);
         Ok(lease.mine)
+    }
+
+    /// The name this channel leases partitions under.
+    fn lessee(&self) -> Arc<str> {
+        self.owner.read().clone()
     }
 
     /// The underlying pool (tests and benchmarks).
@@ -663,11 +670,46 @@ impl Channel for PostgresChannel {
         if self.owned.lock().remove(&partition).is_some_and(|l| l.mine) {
             sqlx::query("DELETE FROM outbox_partition_owners WHERE partition = $1 AND owner = $2")
                 .bind(i64::from(partition))
-                .bind(&*self.owner)
+                .bind(&*self.lessee())
                 .execute(&self.relay)
                 .await?;
         }
         Ok(())
+    }
+
+    fn set_lessee(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.len() > 200 {
+            return Err(Error::InvalidArgument(format!(
+                "a partition lessee name must be 1..=200 bytes, not {}",
+                name.len()
+            )));
+        }
+        // No relay worker runs while the name changes (the caller's contract), so no lease
+        // is being taken under the old one.
+        let owned = self.owned.lock();
+        if owned.values().any(|l| l.mine) {
+            return Err(Error::InvalidArgument(
+                "the lessee name changes only while this channel leases no partition".into(),
+            ));
+        }
+        *self.owner.write() = Arc::from(name);
+        Ok(())
+    }
+
+    async fn end_leases_of(&self, name: &str) -> Result<u64> {
+        if *self.lessee() == *name {
+            return Err(Error::InvalidArgument(
+                "a channel does not end its own partition leases (release them)".into(),
+            ));
+        }
+        Ok(sqlx::query(
+            "UPDATE outbox_partition_owners SET lease_until = 0 \
+             WHERE owner = $1 AND lease_until > 0",
+        )
+        .bind(name)
+        .execute(&self.relay)
+        .await?
+        .rows_affected())
     }
 
     async fn max_sequence(&self) -> Result<i64> {

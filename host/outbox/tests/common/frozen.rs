@@ -86,4 +86,13 @@ impl Channel for Frozen {
     async fn release(&self, partition: u32) -> Result<()> {
         frozen(self.0.release(partition)).await
     }
+    fn holds(&self, partition: u32, now_ms: i64) -> bool {
+        self.0.holds(partition, now_ms)
+    }
+    fn set_lessee(&self, name: &str) -> Result<()> {
+        self.0.set_lessee(name)
+    }
+    async fn end_leases_of(&self, name: &str) -> Result<u64> {
+        frozen(self.0.end_leases_of(name)).await
+    }
 }
