@@ -181,3 +181,110 @@ async fn making_room_finds_the_one_idle_actor_among_many() {
     assert_eq!(items(&host, "Echo/k19").await, ["k19"]);
     assert!(items(&host, "Echo/k0").await.is_empty());
 }
+
+/// Activation hooks that admit while `allow` holds and record each activation's end: the
+/// runtime's side of a cluster member's claims, with the claims taken as given.
+#[derive(Default)]
+struct Gate {
+    allow: std::sync::atomic::AtomicBool,
+    ended: std::sync::Mutex<Vec<String>>,
+}
+
+impl sluice_runtime::ActivationHooks for Gate {
+    fn admit(&self, id: &sluice_runtime::ActorId) -> Result<(), sluice_runtime::ActorError> {
+        if self.allow.load(std::sync::atomic::Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(sluice_runtime::ActorError::unavailable(format!(
+                "{id}: this host may not run actors now"
+            )))
+        }
+    }
+
+    fn ended(&self, id: &sluice_runtime::ActorId) {
+        self.ended.lock().unwrap().push(id.to_string());
+    }
+}
+
+/// A fenced host (a cluster member whose lease lapsed) runs none of its hooked actors on: a
+/// turn spinning in guest code is interrupted with `UNAVAILABLE`, messages queued behind it
+/// get `UNAVAILABLE`, an idle activation ends, and the hooks hear each end (so the claims go
+/// back). Lifted, the next message activates afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_host_interrupts_running_turns_fails_queued_ones_and_ends_every_activation() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+    let host = host_with(
+        HostConfig {
+            // Only the fence can end the spinning turn.
+            max_turn_ms: 120_000,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        },
+        vec![
+            (ChildSpec::new("Echo", "echo.wasm"), "echo"),
+            (ChildSpec::new("Loop", "loop.wasm"), "loop"),
+        ],
+    )
+    .await;
+    let gate = Arc::new(Gate::default());
+    gate.allow.store(true, SeqCst);
+    host.set_activations(gate.clone()).unwrap();
+    host.ask("Echo/1", "record", "before", T).await.unwrap();
+    let spin = tokio::spawn({
+        let host = host.clone();
+        async move { host.ask("Loop/1", "spin", "", T).await }
+    });
+    sluice_tests::wait_until(
+        Duration::from_secs(10),
+        "the spinning turn to start",
+        || host.inflight_turns() == 1,
+    )
+    .await;
+    let queued: Vec<_> = (0..2)
+        .map(|_| {
+            let host = host.clone();
+            tokio::spawn(async move { host.ask("Loop/1", "ok", "", T).await })
+        })
+        .collect();
+    sluice_tests::wait_until(Duration::from_secs(10), "two asks queued", || {
+        host.status()
+            .iter()
+            .any(|t| t.actor_type == "Loop" && t.queued == 2)
+    })
+    .await;
+
+    let fenced = std::time::Instant::now();
+    gate.allow.store(false, SeqCst);
+    host.fence(true);
+    let e = spin.await.unwrap().unwrap_err();
+    assert!(
+        fenced.elapsed() < Duration::from_secs(2),
+        "the turn ran on {:?} after the fence",
+        fenced.elapsed()
+    );
+    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    assert!(e.to_string().contains("cluster lease lapsed"), "{e}");
+    for q in queued {
+        let e = q.await.unwrap().unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    }
+    sluice_tests::wait_until(Duration::from_secs(10), "both activations to end", || {
+        let mut ended = gate.ended.lock().unwrap().clone();
+        ended.sort();
+        ended == ["Echo/1", "Loop/1"]
+    })
+    .await;
+    assert_eq!((active(&host, "Echo"), active(&host, "Loop")), (0, 0));
+    // Fenced, nothing starts: the hooks refuse.
+    let e = host.ask("Echo/1", "recorded", "", T).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+
+    host.fence(false);
+    gate.allow.store(true, SeqCst);
+    assert!(
+        items(&host, "Echo/1").await.is_empty(),
+        "Echo/1 kept its state across the fence"
+    );
+    assert_eq!(host.ask("Loop/1", "ok", "", T).await.unwrap(), b"alive");
+}

@@ -24,6 +24,10 @@ pub(crate) struct Env {
     services: OnceLock<Weak<dyn GuestHost>>,
     /// Who may start an activation (a cluster's single-activation rule), once set.
     activations: OnceLock<Arc<dyn ActivationHooks>>,
+    /// Set while the hooks' owner has lost the right to run its actors (a cluster member
+    /// whose lease lapsed): every activation under the hooks ends, mid-turn if need be.
+    /// Shared with each such instance's epoch callback.
+    pub fenced: Arc<AtomicBool>,
 }
 
 impl Env {
@@ -36,6 +40,7 @@ impl Env {
             shutting_down: AtomicBool::new(false),
             services: OnceLock::new(),
             activations: OnceLock::new(),
+            fenced: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -57,6 +62,17 @@ impl Env {
     /// The installed activation hooks, if any.
     pub fn activations(&self) -> Option<&Arc<dyn ActivationHooks>> {
         self.activations.get()
+    }
+
+    /// Whether activations of `eager` (supervised) or keyed actors go through the hooks.
+    pub fn hooked(&self, eager: bool) -> bool {
+        self.activations()
+            .is_some_and(|h| !eager || h.places_supervised())
+    }
+
+    /// Whether an activation (of `eager` or keyed actors) must end now: see [`Env::fenced`].
+    pub fn fences(&self, eager: bool) -> bool {
+        self.fenced.load(Ordering::Acquire) && self.hooked(eager)
     }
 
     pub fn is_shutting_down(&self) -> bool {

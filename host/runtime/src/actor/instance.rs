@@ -13,7 +13,7 @@ use super::cell::ActorCell;
 use super::env::Env;
 use super::module::ModuleVersion;
 use super::slots::{Slot, Slots, wait_until_dropped};
-use super::trap::{Failure, TurnInterrupted, classify};
+use super::trap::{Failure, TurnFenced, TurnInterrupted, classify};
 use crate::bindings::batched::BatchedActorWorld;
 use crate::bindings::{ActorWorld, wit};
 use crate::error::ActorError;
@@ -90,9 +90,17 @@ pub(crate) async fn activate(
     );
     let mut store = Store::new(&env.engine, state);
     store.limiter(|s| &mut s.limiter);
-    store.epoch_deadline_callback(|ctx| {
+    // Only activations under the hooks watch the fence (one relaxed load per tick).
+    let fenced = env.hooked(cell.eager).then(|| env.fenced.clone());
+    store.epoch_deadline_callback(move |ctx| {
         if ctx.data().turn_over_budget() {
             return Err(wasmtime::Error::new(TurnInterrupted));
+        }
+        if fenced
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(wasmtime::Error::new(TurnFenced));
         }
         // Yield every tick so a long turn never monopolises a worker thread.
         Ok(UpdateDeadline::Yield(1))

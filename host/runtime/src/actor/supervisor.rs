@@ -95,6 +95,11 @@ impl<'a> Supervisor<'a> {
                     None => return,
                 },
             };
+            if self.env.fences(cell.eager) {
+                msg.answer(Err(fenced(&cell.id)));
+                self.end_fenced();
+                return;
+            }
             let now = Instant::now();
             if msg.deadline.is_some_and(|d| d <= now) {
                 cell.inbox.lock().running = false;
@@ -193,6 +198,14 @@ impl<'a> Supervisor<'a> {
             }
             Err(c) => {
                 if !self.crashed(c, end.running).await {
+                    // The message already taken for the next turn goes the way of the queue.
+                    if let Some(m) = end.ready {
+                        m.answer(Err(if self.env.fences(cell.eager) {
+                            fenced(&cell.id)
+                        } else {
+                            ActorError::unavailable(STOPPED)
+                        }));
+                    }
                     return None;
                 }
                 if end.ready.is_some() {
@@ -208,6 +221,14 @@ impl<'a> Supervisor<'a> {
     /// the actor was stopped.
     async fn crashed(&mut self, c: Crash, msg: Option<Message>) -> bool {
         let cell = self.cell;
+        if c.failure == Failure::Fenced {
+            tracing::warn!(actor = %cell.id, "cluster lease lapsed: turn interrupted, activation ended");
+            if let Some(msg) = msg {
+                msg.answer(Err(c.error));
+            }
+            self.end_fenced();
+            return false;
+        }
         match c.failure {
             Failure::Interrupted => cell.ty.metrics.turns_interrupted.increment(1),
             _ => cell.ty.metrics.turns_trapped.increment(1),
@@ -253,6 +274,26 @@ impl<'a> Supervisor<'a> {
         self.intensity.record(Instant::now())
     }
 
+    /// The host was fenced: the activation ends here, its queued messages fail
+    /// `UNAVAILABLE`, and senders look the key up afresh (where the hooks refuse it until the
+    /// fence is lifted, or route it to the host that holds it now).
+    fn end_fenced(&mut self) {
+        let cell = self.cell;
+        self.live = None;
+        let queued: Vec<Message> = {
+            let mut inbox = cell.inbox.lock();
+            if inbox.state == InboxState::Open {
+                inbox.state = InboxState::Closed;
+            }
+            inbox.running = false;
+            inbox.mb.drain().collect()
+        };
+        self.entry.forget(cell);
+        for m in queued {
+            m.answer(Err(fenced(&cell.id)));
+        }
+    }
+
     /// The supervisor gave up: refuse new messages and fail the queued ones.
     fn stop(&mut self) {
         let cell = self.cell;
@@ -265,15 +306,23 @@ impl<'a> Supervisor<'a> {
             inbox.mb.drain().collect()
         };
         for m in queued {
-            m.answer(Err(ActorError::unavailable(
-                "actor stopped by its supervisor (restart intensity exceeded)",
-            )));
+            m.answer(Err(ActorError::unavailable(STOPPED)));
         }
     }
 }
 
+/// What the queue of an actor its supervisor stopped gets.
+const STOPPED: &str = "actor stopped by its supervisor (restart intensity exceeded)";
+
+/// What a message to an activation that a fence ended gets.
+fn fenced(id: &crate::id::ActorId) -> ActorError {
+    ActorError::unavailable(format!(
+        "actor {id} stopped here: this host's cluster lease lapsed (retry: the actor moves to a host that holds it)"
+    ))
+}
+
 /// Waits for the next message of `cell`; `None` when the activation should end: closed (evicted to
-/// make room), idle for `idle`, or the host is shutting down.
+/// make room), idle for `idle`, fenced, or the host is shutting down.
 async fn next(
     cell: &ActorCell,
     entry: &TypeEntry,
@@ -293,6 +342,9 @@ async fn next(
             }
         }
         if env.is_shutting_down() {
+            return None;
+        }
+        if env.fences(cell.eager) && entry.close_if(cell, |inbox| inbox.mb.is_empty()) {
             return None;
         }
         // notify_one stores a permit when nobody waits, so a push (or a close) between

@@ -23,6 +23,18 @@ impl std::fmt::Display for TurnInterrupted {
 
 impl std::error::Error for TurnInterrupted {}
 
+/// Raised from the epoch callback when the host is fenced (see `Host::fence`).
+#[derive(Debug)]
+pub(crate) struct TurnFenced;
+
+impl std::fmt::Display for TurnFenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("turn interrupted: this host may no longer run the actor")
+    }
+}
+
+impl std::error::Error for TurnFenced {}
+
 /// How an instance failed, for metrics and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
@@ -33,6 +45,8 @@ pub(crate) enum Failure {
     /// The engine's pool had no slot of some kind: not the actor's fault, never counted
     /// toward restart intensity.
     Capacity,
+    /// The host was fenced (`Host::fence`): the activation ends; not the actor's fault.
+    Fenced,
 }
 
 /// Guest frames quoted in a trap's message, innermost first.
@@ -61,6 +75,12 @@ pub(crate) fn classify(
             state.turn.max_turn.as_millis()
         );
         return (ActorError::internal(msg), Failure::Interrupted);
+    }
+    if e.downcast_ref::<TurnFenced>().is_some() {
+        let msg = format!(
+            "actor {id} stopped during {phase}: this host's cluster lease lapsed (the turn may have run in part; retry: the actor moves to a host that holds it)"
+        );
+        return (ActorError::unavailable(msg), Failure::Fenced);
     }
     if let Some(p) = e.downcast_ref::<PoolConcurrencyLimitError>() {
         // The host's slots already hold activations to `max_activations`: this is the pool

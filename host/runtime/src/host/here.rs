@@ -28,6 +28,29 @@ impl Host {
         }
     }
 
+    /// Fences this host (`true`) or lifts the fence (`false`). While fenced, every activation
+    /// under the activation hooks ends: a turn running guest code is interrupted within an
+    /// epoch tick and its caller gets `UNAVAILABLE` (the turn may have run in part), queued
+    /// messages get `UNAVAILABLE`, idle activations end, and the hooks hear `ended` for each
+    /// as for any activation. New activations are the hooks' to refuse meanwhile. A cluster
+    /// member fences itself when its lease lapses, so none of its actors runs on past it.
+    /// A turn waiting in a host call (an `ask` of another actor) ends when it is back in
+    /// guest code.
+    pub fn fence(&self, on: bool) {
+        let was = self
+            .inner
+            .env
+            .fenced
+            .swap(on, std::sync::atomic::Ordering::AcqRel);
+        if on && !was {
+            for t in self.inner.local().registry.all() {
+                for c in t.cells() {
+                    c.notify.notify_one();
+                }
+            }
+        }
+    }
+
     /// Queues a tell to an actor of this host, whatever route is installed. Synchronous: the
     /// message is in the mailbox (or refused) when this returns.
     pub fn tell_here(
