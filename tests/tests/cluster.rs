@@ -2005,10 +2005,11 @@ fn logged(h: &SluiceRun, what: &str) -> Vec<String> {
 /// A member cut off from NATS (it joined through a proxy the test cuts) while dispatches flow
 /// through the others' ingress:
 /// - it stops relaying its outbox partitions once its own cluster lease lapses (before the
-///   others can see it gone), though Postgres is still there for it;
+///   others can see it gone), though Postgres is still there for it, and its actors stop;
 /// - the others relay its partitions once they see it gone (its partition leases ended, not
 ///   waited out: the default lease is 30 s);
-/// - every receiver gets every message, each sender's in the order sent.
+/// - every receiver gets every message, each sender's in the order sent;
+/// - healed, it rejoins as a new incarnation without a restart and serves its keys again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_partitions_at_once() {
     const PARTITIONS: u32 = 8;
@@ -2055,6 +2056,18 @@ async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_parti
         .filter(|id| owner(id, &NODES) != "h3")
         .take(RECEIVERS)
         .collect();
+    // An actor h3 runs, idle when the cut comes.
+    let client = reqwest::Client::new();
+    let on_h3 = key_on("Echo", "h3");
+    let (st, reply) = post(
+        &client,
+        &hosts[0].ingress,
+        &format!("{on_h3}/ask/record"),
+        "x",
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{reply}");
     let via = vec![hosts[0].ingress.clone(), hosts[1].ingress.clone()];
     let mut load = Dispatches::start(via, SENDERS, SENDS, receivers);
     load.wait_sent(load.total() / 4).await;
@@ -2070,10 +2083,16 @@ async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_parti
             let s = status(&hosts[2]).await;
             let listed: Vec<u32> = serde_json::from_value(s["cluster"]["relayed"].clone()).unwrap();
             let held = relayed_partitions(&hosts[2]).await;
-            if listed.is_empty() && held.is_empty() && s["cluster"]["lease_valid"] == false {
+            // Fenced: its actors stopped too (activations under the lapsed lease end).
+            let live = type_field(&s, "Echo", "active");
+            if listed.is_empty()
+                && held.is_empty()
+                && s["cluster"]["lease_valid"] == false
+                && live == 0
+            {
                 Ok(())
             } else {
-                Err((listed, held, s["cluster"]["lease_valid"].clone()))
+                Err((listed, held, s["cluster"]["lease_valid"].clone(), live))
             }
         },
     )
@@ -2114,6 +2133,50 @@ async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_parti
     eprintln!(
         "member cut off: it stopped relaying {stopped:?} after the cut, the others held its partitions after {takeover:?}, {resent} dispatches resent, {dups} duplicates"
     );
+
+    // Healed: its entry expired meanwhile, so it rejoins as a new incarnation (no restart),
+    // takes its share back and serves its keys again, afresh (state went with the fence).
     proxy.heal();
+    let healed = Instant::now();
+    for h in &hosts {
+        wait_members(h, &NODES).await;
+    }
+    wait_for(
+        Duration::from_secs(15),
+        "h3 to hold a valid lease again",
+        || async {
+            let s = status(&hosts[2]).await;
+            if s["cluster"]["lease_valid"] == true {
+                Ok(())
+            } else {
+                Err(s)
+            }
+        },
+    )
+    .await;
+    let all: Vec<&SluiceRun> = hosts.iter().collect();
+    wait_relay_shares(&all, &NODES, PARTITIONS).await;
+    let (st, reply) = post(
+        &client,
+        &hosts[0].ingress,
+        &format!("{on_h3}/ask/record"),
+        "y",
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{reply}");
+    assert_eq!(
+        reply["count"], 1,
+        "{on_h3} kept state across the fence: {reply}"
+    );
+    assert_eq!(
+        type_field(&status(&hosts[2]).await, "Echo", "active"),
+        1,
+        "{on_h3} runs on h3 again"
+    );
+    eprintln!(
+        "member cut off: back and relaying its share {:?} after the heal",
+        healed.elapsed()
+    );
     drop(apps);
 }

@@ -26,7 +26,7 @@ pub const DIRECTORY_OPS: &str = "sluice_cluster_directory_operations_total";
 pub const MEMBERS: &str = "sluice_cluster_members";
 /// Member changes seen. Labels: `change` (joined, updated, left).
 pub const MEMBER_CHANGES: &str = "sluice_cluster_member_changes_total";
-/// Heartbeats written. Labels: `outcome` (ok, failed, fenced).
+/// Heartbeats written. Labels: `outcome` (ok, failed, fenced, rejoined).
 pub const HEARTBEATS: &str = "sluice_cluster_heartbeats_total";
 /// Outbox relay partitions this host owns (set by the shared-outbox wiring).
 pub const PARTITIONS_OWNED: &str = "sluice_cluster_partitions_owned";
@@ -77,7 +77,7 @@ pub fn describe() {
     );
     describe_counter!(
         HEARTBEATS,
-        "Heartbeats this host wrote, by outcome (ok, failed, fenced)."
+        "Heartbeats this host wrote, by outcome (ok, failed, fenced, rejoined)."
     );
     describe_gauge!(
         PARTITIONS_OWNED,

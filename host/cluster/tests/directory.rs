@@ -126,7 +126,7 @@ async fn a_live_owners_entry_cannot_be_taken_over() {
         .await
         .unwrap();
     let dir_a = Directory::open(&conn_a, ttl()).await.unwrap();
-    let a = owner("a", ma.incarnation());
+    let a = owner("a", &ma.incarnation());
     assert!(matches!(
         dir_a.claim("T/x", &a).await.unwrap(),
         ClaimOutcome::Claimed(_)
@@ -163,7 +163,7 @@ async fn a_dead_owners_entries_are_taken_over_after_its_ttl_by_exactly_one_taker
         .await
         .unwrap();
     let dir_a = Directory::open(&conn_a, ttl()).await.unwrap();
-    let a = owner("a", ma.incarnation());
+    let a = owner("a", &ma.incarnation());
     let keys: Vec<String> = (0..20).map(|i| format!("Cart/{i}")).collect();
     let mut claims = Vec::new();
     for k in &keys {
@@ -185,7 +185,7 @@ async fn a_dead_owners_entries_are_taken_over_after_its_ttl_by_exactly_one_taker
         let m = Membership::join(&conn, timings, BTreeMap::new())
             .await
             .unwrap();
-        let me = owner(&format!("t{c}"), m.incarnation());
+        let me = owner(&format!("t{c}"), &m.incarnation());
         memberships.push(m);
         let dir = Arc::new(Directory::open(&conn, ttl()).await.unwrap());
         for _ in 0..3 {

@@ -184,7 +184,7 @@ async fn a_node_id_held_by_a_live_member_is_refused_and_free_again_after_its_ttl
     match &err {
         MembershipError::NodeIdInUse { node, incarnation } => {
             assert_eq!(node, "same");
-            assert_eq!(incarnation, m1.incarnation());
+            assert_eq!(*incarnation, m1.incarnation());
         }
         other => panic!("{other:?}"),
     }
@@ -335,25 +335,46 @@ async fn a_partitioned_member_lapses_before_others_see_it_gone_and_is_fenced_on_
     );
     assert!(!ma.holds_lease());
 
-    // The partition heals: the server no longer holds a's incarnation, so a is fenced for good
-    // (it must rejoin as a new incarnation), never silently valid again.
+    // The partition heals: the server no longer holds a's incarnation, so that incarnation is
+    // fenced for good, never silently valid again; a rejoins as a new one.
+    let old = ma.incarnation();
     proxy.heal();
+    rejoined(&ma, &old).await;
+    members_seen(&mb, &["a", "b"]).await;
+    assert_eq!(
+        mb.view().get("a").unwrap().record.incarnation,
+        ma.incarnation()
+    );
+}
+
+/// Waits until `m` rejoined as an incarnation other than `old` and holds its lease: the
+/// lease of `old` itself never comes back.
+async fn rejoined(m: &Membership, old: &str) {
+    let mut owner = m.watch_owner();
     tokio::time::timeout(
         Duration::from_secs(15),
-        lease.wait_for(|s| *s == LeaseStatus::Fenced),
+        owner.wait_for(|o| o.incarnation != old),
     )
     .await
-    .expect("fenced once the server no longer holds our entry")
+    .expect("rejoined as a new incarnation")
     .unwrap();
-    assert!(!ma.holds_lease());
+    let mut lease = m.lease();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        lease.wait_for(|s| matches!(s, LeaseStatus::Valid { .. })),
+    )
+    .await
+    .expect("the new incarnation's lease is valid")
+    .unwrap();
+    assert!(m.holds_lease());
 }
 
 #[tokio::test]
-async fn a_member_whose_entry_is_deleted_under_it_is_fenced() {
+async fn a_member_whose_entry_is_deleted_under_it_is_fenced_and_rejoins_as_a_new_incarnation() {
     let server = nats().await;
     let a = host(&server.url(), "m9", "a", TTL_MS).await;
     let ma = join(&a, &[]).await;
-    let mut lease = ma.lease();
+    let old = ma.incarnation();
     // An operator removed the entry (or it expired and a new incarnation may take the id).
     let other = host(&server.url(), "m9", "other", TTL_MS).await;
     let kv = other
@@ -362,13 +383,7 @@ async fn a_member_whose_entry_is_deleted_under_it_is_fenced() {
         .await
         .unwrap();
     kv.delete("a").await.unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        lease.wait_for(|s| *s == LeaseStatus::Fenced),
-    )
-    .await
-    .expect("fenced")
-    .unwrap();
+    rejoined(&ma, &old).await;
 }
 
 #[tokio::test]

@@ -84,6 +84,21 @@ impl Claims {
         }
     }
 
+    /// Drops every claim without releasing it: they named an incarnation the server no
+    /// longer holds (fenced), so the directory entries are anyone's to take over, and none may
+    /// admit an activation once this member rejoins as a new incarnation.
+    pub fn forget_all(&self) {
+        let mut slots = self.slots.lock();
+        if !slots.is_empty() {
+            tracing::warn!(
+                claims = slots.len(),
+                "cluster: fenced: dropping this incarnation's claims"
+            );
+            slots.clear();
+        }
+        self.empty.send_replace(true);
+    }
+
     /// Number of claims held or being released.
     pub fn len(&self) -> usize {
         self.slots.lock().len()

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_cluster::directory::Directory;
+use sluice_cluster::directory::{Directory, Owner};
 use sluice_cluster::membership::MemberView;
 use sluice_cluster::membership::{LeaseStatus, Membership, MembershipTimings, TypeVersion};
 use sluice_cluster::modules::{ModuleError, ModuleStore, content_hash};
@@ -74,8 +74,8 @@ pub struct Node {
     membership: Arc<parking_lot::Mutex<Option<Membership>>>,
     server: parking_lot::Mutex<Option<Server>>,
     modules: Arc<Modules>,
-    /// The module follower, the live-count refresher, the relay share and the placer of
-    /// supervised instances.
+    /// The fence on lease lapse, the module follower, the live-count refresher, the relay
+    /// share and the placer of supervised instances.
     tasks: parking_lot::Mutex<Vec<JoinHandle<()>>>,
     heartbeat: Duration,
 }
@@ -125,14 +125,14 @@ impl Node {
         let claims = Claims::new(directory.clone(), membership.lease());
         let shared = Arc::new(Shared::new(
             host.clone(),
-            membership.owner(),
+            membership.watch_owner(),
             claims.clone(),
             directory,
             client,
             membership.watch_view(),
             config.tell_frames_in_flight,
         ));
-        host.set_activations(Arc::new(Hooks(claims)))?;
+        host.set_activations(Arc::new(Hooks(claims.clone())))?;
         // The relay starts with no partition; `start_following` gives it this member's share.
         host.relay_partitions([]).await;
         host.set_route(Arc::new(ClusterRoute(shared.clone())))?;
@@ -145,6 +145,11 @@ impl Node {
             },
         )
         .await?;
+        let fence = tokio::spawn(fence_on_lapse(
+            host.clone(),
+            claims.clone(),
+            membership.lease(),
+        ));
         Ok(Self {
             shared,
             conn,
@@ -152,7 +157,7 @@ impl Node {
             membership: Arc::new(parking_lot::Mutex::new(Some(membership))),
             server: parking_lot::Mutex::new(Some(server)),
             modules: Arc::new(Modules::new(store, host.clone())),
-            tasks: parking_lot::Mutex::new(Vec::new()),
+            tasks: parking_lot::Mutex::new(vec![fence]),
             heartbeat: config.heartbeat(),
         })
     }
@@ -186,13 +191,13 @@ impl Node {
             self.shared.host.clone(),
             self.heartbeat,
         );
-        let (lease, me) = match &*self.membership.lock() {
-            Some(m) => (Some(m.lease()), lessee(m.node_id(), m.incarnation())),
-            None => (None, self.node.clone()),
+        let (lease, owner) = match &*self.membership.lock() {
+            Some(m) => (Some(m.lease()), Some(m.watch_owner())),
+            None => (None, None),
         };
         let share = share_relay(
             self.shared.host.clone(),
-            (self.node.clone(), me),
+            (self.node.clone(), owner),
             self.shared.view.clone(),
             lease,
         );
@@ -334,6 +339,24 @@ fn partition_key(partition: u32) -> String {
     format!("outbox-partition/{partition}")
 }
 
+/// Fences `host` while this member's lease is not valid (`Host::fence`): its actors stop
+/// within an epoch tick of the lapse, which comes at least the lease margin before any other
+/// member can see this one gone and take its actors over (the single-activation rule).
+/// Fenced for good (the entry expired), the incarnation's claims are void: they are dropped,
+/// so nothing activates under them after the member rejoins as a new incarnation.
+async fn fence_on_lapse(host: Host, claims: Arc<Claims>, mut lease: watch::Receiver<LeaseStatus>) {
+    loop {
+        let status = *lease.borrow_and_update();
+        host.fence(!status.is_valid_at(Instant::now()));
+        if status == LeaseStatus::Fenced {
+            claims.forget_all();
+        }
+        if lease.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// The name a member incarnation leases outbox partitions under: a restarted host with the
 /// same node id is another lessee, so ending a dead incarnation's leases never touches its
 /// successor's.
@@ -350,18 +373,16 @@ fn lessee(node: &str, incarnation: &str) -> String {
 /// it gone; so one host at a time relays each partition and per-receiver FIFO holds.
 async fn share_relay(
     host: Host,
-    (node, me): (String, String),
+    (node, owner): (String, Option<watch::Receiver<Owner>>),
     mut view: watch::Receiver<Arc<MemberView>>,
     mut lease: Option<watch::Receiver<LeaseStatus>>,
 ) {
     let Some(outbox) = host.outbox().cloned() else {
         return;
     };
-    // The relay has had no partition since `join`, so the name can change now.
-    if let Err(e) = outbox.channel().set_lessee(&me) {
-        tracing::warn!(lessee = %me, error = %e,
-            "cluster: outbox partition leases keep an anonymous name: if this host dies, its partitions wait out lease_ms");
-    }
+    // The name this host's relay leases under, set while it relays nothing: at the start
+    // (nothing since `join`) and after a rejoin (nothing while the lease was not valid).
+    let mut named: Option<String> = None;
     let count = outbox.config().partitions;
     // The other members as of the last view: node id -> incarnation.
     let mut others: BTreeMap<String, String> = BTreeMap::new();
@@ -398,6 +419,19 @@ async fn share_relay(
         let valid = lease
             .as_mut()
             .is_none_or(|l| l.borrow_and_update().is_valid_at(Instant::now()));
+        if valid && let Some(o) = &owner {
+            let me = {
+                let o = o.borrow();
+                lessee(&o.node, &o.incarnation)
+            };
+            if named.as_ref() != Some(&me) && host.relayed_partitions().is_empty() {
+                match outbox.channel().set_lessee(&me) {
+                    Ok(()) => named = Some(me),
+                    Err(e) => tracing::warn!(lessee = %me, error = %e,
+                        "cluster: outbox partition leases keep their old name: if this host dies, its partitions wait out lease_ms"),
+                }
+            }
+        }
         let mine = if valid { share } else { Vec::new() };
         if mine != host.relayed_partitions() {
             if valid {

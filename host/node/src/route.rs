@@ -191,7 +191,7 @@ impl Shared {
                 ActorError::unavailable(format!("cluster directory unreachable: {e}"))
             })?;
             if let Some(owner) = held.as_ref().and_then(|h| h.owner.as_ref())
-                && owner.node != self.me.node
+                && owner.node != self.node
                 && view.is_live(&owner.node, &owner.incarnation)
             {
                 self.note_owner(to, Some(owner.node.clone()));
@@ -213,7 +213,7 @@ impl Shared {
                         to.actor_type()
                     )));
                 }
-                Some(node) if node != self.me.node => return Ok(Target::There(node)),
+                Some(node) if node != self.node => return Ok(Target::There(node)),
                 Some(_) => match self.claim(to).await? {
                     Some(node) => return Ok(Target::There(node)),
                     None => return Ok(Target::Here),
@@ -235,7 +235,7 @@ impl Shared {
         }
         let outcome = self
             .directory
-            .claim_or_take_over(to.as_str(), &self.me)
+            .claim_or_take_over(to.as_str(), &self.me())
             .await
             .map_err(|e| ActorError::unavailable(format!("cluster directory: {e}")))?;
         match outcome {
@@ -244,7 +244,7 @@ impl Shared {
                 Ok(None)
             }
             ClaimOutcome::Held(h) => match h.owner {
-                Some(o) if o.node != self.me.node => {
+                Some(o) if o.node != self.node => {
                     self.note_owner(to, Some(o.node.clone()));
                     Ok(Some(o.node))
                 }

@@ -19,8 +19,11 @@ const MAX_HINTS: usize = 100_000;
 
 pub(crate) struct Shared {
     pub host: Host,
-    /// This member incarnation, as directory entries name it.
-    pub me: Owner,
+    /// This host's node id.
+    pub node: String,
+    /// This member's current incarnation, as directory entries name it (a fenced member
+    /// rejoins as a new one).
+    me: watch::Receiver<Owner>,
     pub claims: Arc<Claims>,
     pub directory: Directory,
     pub client: Client,
@@ -35,15 +38,17 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(
         host: Host,
-        me: Owner,
+        me: watch::Receiver<Owner>,
         claims: Arc<Claims>,
         directory: Directory,
         client: Client,
         view: watch::Receiver<Arc<MemberView>>,
         frames_in_flight: usize,
     ) -> Self {
+        let node = me.borrow().node.clone();
         Self {
             host,
+            node,
             me,
             claims,
             directory,
@@ -53,6 +58,11 @@ impl Shared {
             owners: Mutex::new(HashMap::new()),
             types: RwLock::new(HashSet::new()),
         }
+    }
+
+    /// What this host claims actors as now.
+    pub fn me(&self) -> Owner {
+        self.me.borrow().clone()
     }
 
     pub fn owner_hint(&self, id: &ActorId) -> Option<String> {

@@ -43,7 +43,7 @@ impl Shared {
             let placed = {
                 let view = self.view.borrow();
                 placement::place(id.as_str(), view.candidates(id.actor_type()))
-                    .map(|n| n == self.me.node)
+                    .map(|n| n == self.node)
             };
             let held = matches!(self.claims.state(&id), State::Held);
             match placed {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use async_nats::jetstream::kv::{Operation, UpdateErrorKind};
 use tokio::time::MissedTickBehavior;
 
-use super::{MemberRecord, Shared};
+use super::{Lease, MemberRecord, Shared};
 use crate::metrics;
 
 enum Beat {
@@ -59,11 +59,15 @@ pub(super) async fn run(shared: Arc<Shared>) {
                 metrics::heartbeat("fenced");
                 tracing::error!(
                     node = %shared.node,
-                    "cluster membership lost: the server no longer holds this incarnation's entry"
+                    "cluster membership lost: the server no longer holds this incarnation's entry; rejoining as a new one"
                 );
                 shared.lease.lock().fence();
                 shared.publish_lease(Instant::now());
-                return;
+                if !rejoin(&shared, &mut stop).await {
+                    return;
+                }
+                warned = false;
+                continue;
             }
         }
         shared.publish_lease(Instant::now());
@@ -101,7 +105,7 @@ async fn adopt_or_fence(shared: &Shared) -> Beat {
         .and_then(|e| {
             MemberRecord::decode(&shared.node, &e.value, &shared.names)
                 .ok()
-                .filter(|r| r.incarnation == shared.incarnation)
+                .filter(|r| r.incarnation == shared.owner_tx.borrow().incarnation)
                 .map(|_| e.revision)
         });
     match ours {
@@ -110,5 +114,52 @@ async fn adopt_or_fence(shared: &Shared) -> Beat {
             Beat::Failed
         }
         None => Beat::Fenced,
+    }
+}
+
+/// After a fence, joins again as a new incarnation, so a member that was cut off for longer
+/// than the TTL (or outlived a long NATS outage) serves again without a restart. It waits a
+/// heartbeat first: the fence was published at once, and the host ends the old incarnation's
+/// actors within an epoch tick of it. The entry is created only if the key is free, so while
+/// another live process holds this node id (or an unacknowledged create of ours is still
+/// there) it tries again each heartbeat. `false` when the membership was stopped meanwhile.
+async fn rejoin(shared: &Shared, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return false,
+            () = tokio::time::sleep(shared.timings.heartbeat) => {}
+        }
+        let incarnation = super::new_incarnation();
+        let json = {
+            let mut r = shared.record.lock();
+            r.incarnation = incarnation.clone();
+            r.started_at_ms = super::unix_ms();
+            r.to_json()
+        };
+        let sent_at = Instant::now();
+        let create = shared.kv.create(&shared.node, json.into());
+        match tokio::time::timeout(shared.timings.heartbeat, create).await {
+            Ok(Ok(revision)) => {
+                *shared.revision.lock() = revision;
+                shared
+                    .owner_tx
+                    .send_modify(|o| o.incarnation = incarnation.clone());
+                {
+                    let mut lease = shared.lease.lock();
+                    *lease = Lease::new(shared.timings.ttl, shared.timings.margin);
+                    lease.renewed(sent_at);
+                }
+                shared.publish_lease(Instant::now());
+                metrics::heartbeat("rejoined");
+                tracing::warn!(node = %shared.node, %incarnation, "cluster: rejoined as a new incarnation");
+                return true;
+            }
+            Ok(Err(e)) if !warned => {
+                tracing::warn!(node = %shared.node, error = %e, "cluster: rejoin refused; trying again each heartbeat");
+                warned = true;
+            }
+            _ => {}
+        }
     }
 }

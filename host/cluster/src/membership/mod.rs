@@ -30,6 +30,7 @@ pub use view::{Member, MemberChange, MemberView};
 use crate::buckets::{self, BucketError, KvSpec};
 use crate::config::ClusterConfig;
 use crate::connect::Connection;
+use crate::directory::Owner;
 use crate::names::Names;
 use crate::transport::WIRE_VERSION;
 
@@ -79,6 +80,13 @@ pub struct MembershipTimings {
     pub margin: Duration,
 }
 
+/// A fresh incarnation id: 16 hex digits.
+pub(crate) fn new_incarnation() -> String {
+    let mut incarnation = uuid::Uuid::new_v4().simple().to_string();
+    incarnation.truncate(16);
+    incarnation
+}
+
 impl From<&ClusterConfig> for MembershipTimings {
     fn from(c: &ClusterConfig) -> Self {
         Self {
@@ -94,7 +102,8 @@ pub(crate) struct Shared {
     kv: kv::Store,
     names: Names,
     node: String,
-    incarnation: String,
+    /// The current incarnation, as directory entries name it: a new one after each rejoin.
+    owner_tx: watch::Sender<Owner>,
     timings: MembershipTimings,
     /// Cold path (one write per heartbeat or deploy): a plain mutex.
     record: Mutex<MemberRecord>,
@@ -126,7 +135,7 @@ pub struct Membership {
     tasks: Vec<JoinHandle<()>>,
 }
 
-fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -165,8 +174,7 @@ impl Membership {
     ) -> Result<Self, MembershipError> {
         let kv = members_bucket(conn, timings.ttl).await?;
         let node = conn.node_id().to_string();
-        let mut incarnation = uuid::Uuid::new_v4().simple().to_string();
-        incarnation.truncate(16);
+        let incarnation = new_incarnation();
         let record = MemberRecord {
             node: node.clone(),
             incarnation: incarnation.clone(),
@@ -200,11 +208,15 @@ impl Membership {
         let (view_tx, mut view_rx) = watch::channel(Arc::new(MemberView::new()));
         let (changes, _) = broadcast::channel(CHANGE_CAPACITY);
         let (stop, _) = watch::channel(false);
+        let (owner_tx, _) = watch::channel(Owner {
+            node: node.clone(),
+            incarnation,
+        });
         let shared = Arc::new(Shared {
             kv,
             names: conn.names().clone(),
             node,
-            incarnation,
+            owner_tx,
             timings,
             record: Mutex::new(record),
             revision: Mutex::new(revision),
@@ -223,7 +235,7 @@ impl Membership {
         let bound = timings.ttl;
         let seen = tokio::time::timeout(
             bound,
-            view_rx.wait_for(|v| v.is_live(&me.shared.node, &me.shared.incarnation)),
+            view_rx.wait_for(|v| v.is_live(&me.shared.node, &me.incarnation())),
         )
         .await;
         match seen {
@@ -241,17 +253,20 @@ impl Membership {
         &self.shared.node
     }
 
-    /// This join's incarnation (directory entries name it).
-    pub fn incarnation(&self) -> &str {
-        &self.shared.incarnation
+    /// The current incarnation (directory entries name it): the join's, or the last
+    /// rejoin's after a fence.
+    pub fn incarnation(&self) -> String {
+        self.shared.owner_tx.borrow().incarnation.clone()
     }
 
-    /// This member incarnation as a directory owner: what it claims actors as.
-    pub fn owner(&self) -> crate::directory::Owner {
-        crate::directory::Owner {
-            node: self.shared.node.clone(),
-            incarnation: self.shared.incarnation.clone(),
-        }
+    /// The current member incarnation as a directory owner: what it claims actors as.
+    pub fn owner(&self) -> Owner {
+        self.shared.owner_tx.borrow().clone()
+    }
+
+    /// Follows [`Membership::owner`]: it changes when a fenced member rejoins.
+    pub fn watch_owner(&self) -> watch::Receiver<Owner> {
+        self.shared.owner_tx.subscribe()
     }
 
     /// The live members now (a snapshot; cheap to clone).
