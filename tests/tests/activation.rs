@@ -288,3 +288,76 @@ async fn a_fenced_host_interrupts_running_turns_fails_queued_ones_and_ends_every
     );
     assert_eq!(host.ask("Loop/1", "ok", "", T).await.unwrap(), b"alive");
 }
+
+/// The fence with batched turns: a guest spinning inside `batch.run` with two messages
+/// queued behind it is interrupted the same way; the queued ones get `UNAVAILABLE` and none
+/// of them runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_host_interrupts_a_batch_mid_turn_and_runs_nothing_queued_behind_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+    let host = host_with(
+        HostConfig {
+            max_turn_ms: 120_000,
+            idle_deactivate_ms: 0,
+            ..test_config()
+        },
+        vec![(ChildSpec::new("Batch", "batch.wasm"), "batch")],
+    )
+    .await;
+    let gate = Arc::new(Gate::default());
+    gate.allow.store(true, SeqCst);
+    host.set_activations(gate.clone()).unwrap();
+    // A held turn first, so that the spin and the two after it are queued together and
+    // the spin starts a batch.
+    let ask = |msg: &'static str, payload: &'static str| {
+        let host = host.clone();
+        tokio::spawn(async move { host.ask("Batch/1", msg, payload, T).await })
+    };
+    let hold = ask("hold", "300");
+    sluice_tests::wait_until(Duration::from_secs(10), "the held turn to start", || {
+        host.inflight_turns() == 1
+    })
+    .await;
+    let queued_now = |n: usize| {
+        host.status()
+            .iter()
+            .any(|t| t.actor_type == "Batch" && t.queued == n)
+    };
+    let spin = ask("forever", "");
+    sluice_tests::wait_until(Duration::from_secs(10), "the spin queued", || queued_now(1)).await;
+    let queued = [ask("seq", "a"), ask("seq", "b")];
+    sluice_tests::wait_until(Duration::from_secs(10), "three queued", || queued_now(3)).await;
+    hold.await.unwrap().unwrap();
+    // The batch took the spin; the two behind it wait for `turns.next`.
+    sluice_tests::wait_until(Duration::from_secs(10), "the batch to spin", || {
+        host.inflight_turns() == 1 && queued_now(2)
+    })
+    .await;
+
+    let fenced = std::time::Instant::now();
+    gate.allow.store(false, SeqCst);
+    host.fence(true);
+    let e = spin.await.unwrap().unwrap_err();
+    assert!(
+        fenced.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        fenced.elapsed()
+    );
+    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    for q in queued {
+        let e = q.await.unwrap().unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    }
+    sluice_tests::wait_until(Duration::from_secs(10), "the activation to end", || {
+        gate.ended.lock().unwrap().len() == 1
+    })
+    .await;
+    host.fence(false);
+    gate.allow.store(true, SeqCst);
+    assert_eq!(
+        host.ask("Batch/1", "seen", "", T).await.unwrap(),
+        b"",
+        "a message queued behind the fenced batch ran"
+    );
+}
