@@ -206,6 +206,28 @@ impl sluice_runtime::ActivationHooks for Gate {
     }
 }
 
+type Asked = tokio::task::JoinHandle<Result<Vec<u8>, sluice_runtime::ActorError>>;
+
+/// Closes `gate` and fences `host` while `spin` runs with `queued` behind it: the spinning
+/// turn ends within 2 s, it and every queued ask with `UNAVAILABLE`.
+async fn fence_ends(host: &sluice_runtime::Host, gate: &Gate, spin: Asked, queued: Vec<Asked>) {
+    let fenced = std::time::Instant::now();
+    gate.allow.store(false, std::sync::atomic::Ordering::SeqCst);
+    host.fence(true);
+    let e = spin.await.unwrap().unwrap_err();
+    assert!(
+        fenced.elapsed() < Duration::from_secs(2),
+        "the turn ran on {:?} after the fence",
+        fenced.elapsed()
+    );
+    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    assert!(e.to_string().contains("cluster lease lapsed"), "{e}");
+    for q in queued {
+        let e = q.await.unwrap().unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
+    }
+}
+
 /// A fenced host (a cluster member whose lease lapsed) runs none of its hooked actors on: a
 /// turn spinning in guest code is interrupted with `UNAVAILABLE`, messages queued behind it
 /// get `UNAVAILABLE`, an idle activation ends, and the hooks hear each end (so the claims go
@@ -254,21 +276,7 @@ async fn a_fenced_host_interrupts_running_turns_fails_queued_ones_and_ends_every
     })
     .await;
 
-    let fenced = std::time::Instant::now();
-    gate.allow.store(false, SeqCst);
-    host.fence(true);
-    let e = spin.await.unwrap().unwrap_err();
-    assert!(
-        fenced.elapsed() < Duration::from_secs(2),
-        "the turn ran on {:?} after the fence",
-        fenced.elapsed()
-    );
-    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
-    assert!(e.to_string().contains("cluster lease lapsed"), "{e}");
-    for q in queued {
-        let e = q.await.unwrap().unwrap_err();
-        assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
-    }
+    fence_ends(&host, &gate, spin, queued).await;
     sluice_tests::wait_until(Duration::from_secs(10), "both activations to end", || {
         let mut ended = gate.ended.lock().unwrap().clone();
         ended.sort();
@@ -335,20 +343,7 @@ async fn a_fenced_host_interrupts_a_batch_mid_turn_and_runs_nothing_queued_behin
     })
     .await;
 
-    let fenced = std::time::Instant::now();
-    gate.allow.store(false, SeqCst);
-    host.fence(true);
-    let e = spin.await.unwrap().unwrap_err();
-    assert!(
-        fenced.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        fenced.elapsed()
-    );
-    assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
-    for q in queued {
-        let e = q.await.unwrap().unwrap_err();
-        assert_eq!(e.code, ErrorCode::Unavailable, "{e}");
-    }
+    fence_ends(&host, &gate, spin, queued.into()).await;
     sluice_tests::wait_until(Duration::from_secs(10), "the activation to end", || {
         gate.ended.lock().unwrap().len() == 1
     })
