@@ -57,6 +57,15 @@ pub fn rust_app(guests: &[&str], config: &str) -> tempfile::TempDir {
 /// Tests running in parallel share the copy: copying again over a binary another test is
 /// running fails with "Text file busy".
 pub fn sluice_binary(name: &str) -> PathBuf {
+    sluice_binary_of(name, job_queue_outbox::Profile::Debug)
+}
+
+/// As [`sluice_binary`], of the release build (for the benchmarks that start hosts).
+pub fn sluice_release_binary(name: &str) -> PathBuf {
+    sluice_binary_of(name, job_queue_outbox::Profile::Release)
+}
+
+fn sluice_binary_of(name: &str, profile: job_queue_outbox::Profile) -> PathBuf {
     static COPIES: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     let mut copies = COPIES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, path)) = copies.iter().find(|(n, _)| n == name) {
@@ -72,7 +81,7 @@ pub fn sluice_binary(name: &str) -> PathBuf {
     let private = tmp.join(format!("{name}-{}", short_hash(&root())));
     let staged = tmp.join(format!("{name}.{}", std::process::id()));
     for attempt in 0.. {
-        let exe = job_queue_outbox::cargo_build_sluice().unwrap_or_else(|e| panic!("{e}"));
+        let exe = job_queue_outbox::cargo_build_sluice(profile).unwrap_or_else(|e| panic!("{e}"));
         std::fs::copy(&exe, &staged).expect("copying the sluice binary");
         if job_queue_outbox::built_from_this_checkout(&staged).unwrap_or_else(|e| panic!("{e}")) {
             break;

@@ -889,7 +889,7 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
         // Another checkout sharing the cargo target dir may swap `debug/sluice` between our
         // build and our link: keep only a binary that says it was built from this checkout.
         for _ in 0..20 {
-            let exe = cargo_build_sluice()?;
+            let exe = cargo_build_sluice(Profile::Debug)?;
             let _ = std::fs::remove_file(&private);
             if std::fs::hard_link(&exe, &private).is_err() {
                 std::fs::copy(&exe, &private)
@@ -905,7 +905,17 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
     .map_err(|e| anyhow!(e))
 }
 
-/// Has cargo bring the debug `sluice` executable up to date, and returns where cargo put it.
+/// Which build of the `sluice` executable [`cargo_build_sluice`] brings up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// `target/debug`: what the tests run.
+    Debug,
+    /// `target/release` (`--release`): what the benchmarks run.
+    Release,
+}
+
+/// Has cargo bring the `sluice` executable of `profile` up to date, and returns where cargo
+/// put it.
 ///
 /// It asks for the binary through `sluice-cli`'s integration test (`host/cli/tests/
 /// sluice_bin.rs`) with `--workspace`: features are then resolved exactly as for `cargo test
@@ -913,17 +923,21 @@ pub fn sluice_binary() -> anyhow::Result<PathBuf> {
 /// resolves `sluice-cli`'s features alone (tokio, futures and metrics-util lose the features
 /// other members' dev-dependencies add), and recompiled half the dependency graph, ~7 minutes
 /// of a cold CI run.
-pub fn cargo_build_sluice() -> Result<PathBuf, String> {
-    let out = cargo()
-        .args([
-            "test",
-            "--workspace",
-            "--no-run",
-            "--quiet",
-            "--test",
-            "sluice_bin",
-            "--message-format=json",
-        ])
+pub fn cargo_build_sluice(profile: Profile) -> Result<PathBuf, String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "test",
+        "--workspace",
+        "--no-run",
+        "--quiet",
+        "--test",
+        "sluice_bin",
+        "--message-format=json",
+    ]);
+    if profile == Profile::Release {
+        cmd.arg("--release");
+    }
+    let out = cmd
         .current_dir(root())
         .stderr(std::process::Stdio::inherit())
         .output()
