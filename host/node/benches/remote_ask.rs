@@ -7,7 +7,8 @@
 //!    owns (remote); a bare NATS request/reply between two connections (the engine's floor).
 //! 2. tell throughput, 64 and 512 concurrent senders: remote tells from one member into 16
 //!    keys of another, with `tell_frames_in_flight` 1 (member c) and 8 (member a, the
-//!    default), against bare NATS publish to a subscriber.
+//!    default), against bare NATS publish to a subscriber and against local tells into 16
+//!    keys of the plain host (the same turns with no NATS in between).
 //!
 //! `cargo bench -p sluice-node --bench remote_ask [-- --quick]` (release). Spawns its own
 //! nats-server (`scripts/nats.sh install` builds it). Issue #14's goals: remote ask p50 ≤ NATS
@@ -150,9 +151,10 @@ async fn bare_round_trips(url: &str, n: usize) -> Vec<Duration> {
     out
 }
 
-/// Remote tells per second from `tellers` concurrent senders, each awaiting its receipt,
-/// spread over the keys `to` (one actor's turns would be the bound otherwise).
-async fn remote_tells(host: &Host, to: &[String], tellers: usize, n: usize) -> f64 {
+/// Tells per second from `tellers` concurrent senders, each awaiting its receipt, spread over
+/// the keys `to` (one actor's turns would be the bound otherwise): remote when another member
+/// owns them, local on a plain host.
+async fn tells(host: &Host, to: &[String], tellers: usize, n: usize) -> f64 {
     let t = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..tellers {
@@ -264,6 +266,9 @@ async fn main() {
     };
     let (here, there) = (keys_on("a", 1).remove(0), keys_on("b", 1).remove(0));
     let flooded = keys_on("b", 16);
+    // The same number of keys on the plain host: the rate this machine runs these turns at
+    // with no NATS between sender and actor, the ceiling of any remote tell here.
+    let local_keys: Vec<String> = (0..16).map(|k| format!("Echo/{k}")).collect();
     println!("-- ask round trip, sequential (3 rounds, interleaved)");
     let mut rows: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for round in 1..=3 {
@@ -300,12 +305,15 @@ async fn main() {
         );
         for round in 1..=3 {
             let bare = bare_publish(&url, flood * 4).await;
-            let one = remote_tells(&c, &flooded, tellers, flood).await;
-            let eight = remote_tells(&a, &flooded, tellers, flood).await;
+            let local = tells(&plain, &local_keys, tellers, flood).await;
+            let one = tells(&c, &flooded, tellers, flood).await;
+            let eight = tells(&a, &flooded, tellers, flood).await;
             println!(
-                "#{round}: bare NATS publish {bare:>9.0} msg/s   remote tells, 1 frame in flight {one:>9.0}/s ({:.2})   8 frames {eight:>9.0}/s ({:.2})",
+                "#{round}: bare NATS publish {bare:>9.0} msg/s   local tells {local:>9.0}/s ({:.2})   remote tells, 1 frame in flight {one:>9.0}/s ({:.2})   8 frames {eight:>9.0}/s ({:.2}; {:.2} of local)",
+                local / bare,
                 one / bare,
-                eight / bare
+                eight / bare,
+                eight / local
             );
         }
     }
