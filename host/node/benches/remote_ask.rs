@@ -299,7 +299,16 @@ async fn main() {
     for (k, v) in rows {
         println!("{k}: {v:+.1?}");
     }
-    for tellers in [64, 512] {
+    // SLUICE_BENCH_TELLERS=64,512,4096 measures other sender counts.
+    let senders: Vec<usize> = std::env::var("SLUICE_BENCH_TELLERS")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .map(|n| n.trim().parse().expect("SLUICE_BENCH_TELLERS"))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![64, 512]);
+    for tellers in senders {
         println!(
             "-- tell throughput, {tellers} concurrent senders into 16 keys (3 rounds, interleaved)"
         );
