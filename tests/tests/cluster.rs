@@ -1531,6 +1531,45 @@ async fn a_version_announced_without_its_bytes_is_refused_by_every_member_which_
 
 /// One host's activation log (`sluice::activations`, see the supervisor): (actor, what,
 /// unix ms) for each `activated` / `deactivated` line it printed.
+/// On a panic (a failed check of the SIGKILL test), prints each host's activation lines of
+/// the dispatch senders and receivers and its last warnings and errors, so a rare failure can
+/// be read from the CI log alone.
+struct DumpOnPanic<'a>(&'a [SluiceRun], u64);
+
+impl Drop for DumpOnPanic<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        eprintln!("-- the hosts' logs (h3 SIGKILLed at unix ms {})", self.1);
+        for (h, node) in self.0.iter().zip(NODES) {
+            let lines = h.stderr_lines();
+            let activations: Vec<&String> = lines
+                .iter()
+                .filter(|l| {
+                    l.contains("sluice::activations")
+                        && (l.contains("Echo/rcv-") || l.contains("Echo/snd-"))
+                })
+                .collect();
+            let warnings: Vec<&String> = lines
+                .iter()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            eprintln!(
+                "-- {node}: {} activation lines of senders and receivers",
+                activations.len()
+            );
+            for l in activations.iter().take(400) {
+                eprintln!("{node} {l}");
+            }
+            eprintln!("-- {node}: last warnings and errors of {}", warnings.len());
+            for l in warnings.iter().skip(warnings.len().saturating_sub(60)) {
+                eprintln!("{node} {l}");
+            }
+        }
+    }
+}
+
 fn activation_log(h: &SluiceRun) -> Vec<(String, String, u64)> {
     h.stderr_lines()
         .iter()
@@ -1697,6 +1736,8 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
     hosts[2].kill();
     let killed_ms = unix_ms();
     let killed = Instant::now();
+    // A failure below prints what the hosts said about the senders and receivers.
+    let _dump = DumpOnPanic(&hosts, killed_ms);
     let probes: Vec<_> = probe_keys
         .iter()
         .map(|id| {
