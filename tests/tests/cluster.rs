@@ -338,8 +338,9 @@ impl Dispatches {
 
     /// Waits (at most `bound`) until every receiver, asked through `ingress`, recorded every
     /// message, and checks that each sender's messages first arrived in the order sent
-    /// (per-receiver FIFO). Returns the duplicates over all receivers.
-    async fn wait_delivered(&self, ingress: &str, bound: Duration) -> usize {
+    /// (per-receiver FIFO). Returns the duplicates over all receivers, or the first receiver
+    /// and sender whose messages arrived out of order.
+    async fn wait_delivered(&self, ingress: &str, bound: Duration) -> Result<usize, Misorder> {
         let client = reqwest::Client::new();
         let mut dups = 0;
         for r in &self.receivers {
@@ -365,15 +366,58 @@ impl Dispatches {
                     .filter(|m| m.starts_with(&format!("s{s}-")) && seen.insert(*m))
                     .collect();
                 let want: Vec<String> = (0..self.sends).map(|i| format!("s{s}-{i:04}")).collect();
-                assert_eq!(
-                    first,
-                    want.iter().collect::<Vec<_>>(),
-                    "{r}: snd-{s}'s messages out of order"
-                );
+                if let Some(at) = (0..want.len()).find(|i| first.get(*i) != Some(&&want[*i])) {
+                    return Err(Misorder {
+                        receiver: r.clone(),
+                        expected: want[at].clone(),
+                        arrived: first.get(at).map(|m| m.to_string()).unwrap_or_default(),
+                        around: first[at.saturating_sub(3)..(at + 4).min(first.len())]
+                            .iter()
+                            .map(|m| m.to_string())
+                            .collect(),
+                    });
+                }
             }
             dups += items.len() - total;
         }
-        dups
+        Ok(dups)
+    }
+}
+
+impl Dispatches {
+    /// [`Dispatches::wait_delivered`] (60 s), which must find every sender's messages in
+    /// order: a misorder prints the outbox rows around it (from `db`) and what the hosts
+    /// logged about them (with `sluice::outbox=debug`), and fails the test.
+    async fn delivered_in_order(&self, ingress: &str, db: &str, hosts: &[&SluiceRun]) -> usize {
+        match self.wait_delivered(ingress, Duration::from_secs(60)).await {
+            Ok(dups) => dups,
+            Err(m) => {
+                let ids = dump_outbox_rows(db, &m).await;
+                dump_outbox_lines(hosts, &ids);
+                panic!("per-receiver FIFO broken: {m}");
+            }
+        }
+    }
+}
+
+/// A sender's messages first arrived at a receiver out of the order sent.
+struct Misorder {
+    receiver: String,
+    /// The message that should have come next.
+    expected: String,
+    /// The one that came instead.
+    arrived: String,
+    /// The first arrivals around it.
+    around: Vec<String>,
+}
+
+impl std::fmt::Display for Misorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} arrived where {} should have (first arrivals around it: {:?})",
+            self.receiver, self.arrived, self.expected, self.around
+        )
     }
 }
 
@@ -996,7 +1040,11 @@ async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo
 
     // Every receiver: each sender's messages once each, in the order sent.
     let dups = load
-        .wait_delivered(&h4.ingress, Duration::from_secs(60))
+        .delivered_in_order(
+            &h4.ingress,
+            &c.db,
+            &c.hosts.iter().chain([&h4]).collect::<Vec<_>>(),
+        )
         .await;
     assert_eq!(dups, 0, "a message came twice");
     c.hosts.push(h4);
@@ -1570,6 +1618,96 @@ impl Drop for DumpOnPanic<'_> {
     }
 }
 
+/// Prints the outbox rows (one per line) of the messages around a misorder: the receiver's
+/// rows of the expected message, its two neighbours and the one that overtook it. Returns
+/// their (id, partition) pairs.
+async fn dump_outbox_rows(db: &str, m: &Misorder) -> Vec<(i64, i64)> {
+    use sqlx::{Connection as _, Row as _};
+    let Ok(mut conn) = sqlx::PgConnection::connect(db).await else {
+        eprintln!("-- outbox rows: cannot connect to {db}");
+        return Vec::new();
+    };
+    let (sender, n) = m.expected.split_once('-').unwrap();
+    let n: i64 = n.parse().unwrap();
+    // The payload as the sender's guest stored it: the text, bare or as a JSON string.
+    let mut payloads: Vec<String> = (n - 2..=n + 2)
+        .filter(|i| *i >= 0)
+        .map(|i| format!("{sender}-{i:04}"))
+        .chain([m.arrived.clone()])
+        .collect();
+    payloads.extend(payloads.clone().iter().map(|p| format!("\"{p}\"")));
+    let rows = sqlx::query(
+        "SELECT id, convert_from(payload, 'UTF8'), partition, sender, delivery_count, refusals, \
+         created_at, send_at, claimed_until, settled_at, acked, dead_lettered, \
+         COALESCE(last_error, '') FROM outbox_messages \
+         WHERE receiver = $1 AND convert_from(payload, 'UTF8') = ANY($2) ORDER BY id",
+    )
+    .bind(&m.receiver)
+    .bind(&payloads)
+    .fetch_all(&mut conn)
+    .await;
+    eprintln!("-- outbox rows of {} for {payloads:?}", m.receiver);
+    let mut ids = Vec::new();
+    match rows {
+        Ok(rows) => {
+            for r in rows {
+                ids.push((r.get::<i64, _>(0), r.get::<i64, _>(2)));
+                eprintln!(
+                    "id={} payload={} partition={} sender={} delivery_count={} refusals={} created_at={} send_at={} claimed_until={} settled_at={} acked={} dead={} last_error={:?}",
+                    r.get::<i64, _>(0),
+                    r.get::<String, _>(1),
+                    r.get::<i64, _>(2),
+                    r.get::<String, _>(3),
+                    r.get::<i64, _>(4),
+                    r.get::<i64, _>(5),
+                    r.get::<i64, _>(6),
+                    r.get::<i64, _>(7),
+                    r.get::<i64, _>(8),
+                    r.get::<i64, _>(9),
+                    r.get::<bool, _>(10),
+                    r.get::<bool, _>(11),
+                    r.get::<String, _>(12),
+                );
+            }
+        }
+        Err(e) => eprintln!("-- outbox rows: {e}"),
+    }
+    ids
+}
+
+/// Prints each host's `sluice::outbox` debug lines about the rows `ids` ((id, partition)
+/// pairs): the immediate attempts of dispatches (`id=N`) and the relay claims of a row's
+/// partition whose id range holds it.
+fn dump_outbox_lines(hosts: &[&SluiceRun], ids: &[(i64, i64)]) {
+    let field = |l: &str, name: &str| -> Option<i64> {
+        l.split(&format!(" {name}="))
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    for (n, h) in hosts.iter().enumerate() {
+        for l in h
+            .stderr_lines()
+            .iter()
+            .filter(|l| l.contains("sluice::outbox"))
+        {
+            let partition = field(l, "partition");
+            let about = match (field(l, "id"), field(l, "first"), field(l, "last")) {
+                (Some(id), _, _) => ids.iter().any(|(i, _)| *i == id),
+                (_, Some(first), Some(last)) => ids
+                    .iter()
+                    .any(|(id, p)| Some(*p) == partition && (first..=last).contains(id)),
+                _ => false,
+            };
+            if about {
+                eprintln!("host #{} {l}", n + 1);
+            }
+        }
+    }
+}
+
 fn activation_log(h: &SluiceRun) -> Vec<(String, String, u64)> {
     h.stderr_lines()
         .iter()
@@ -1639,7 +1777,10 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         "{}\n[outbox]\npartitions = {PARTITIONS}\nrelay_batch_size = {BATCH}\n",
         app_config()
     );
-    let log = [("RUST_LOG", "info,sluice::activations=debug")];
+    let log = [(
+        "RUST_LOG",
+        "info,sluice::activations=debug,sluice::outbox=debug",
+    )];
     let mut hosts = Vec::new();
     let mut apps = Vec::new();
     for node in NODES {
@@ -1821,7 +1962,7 @@ async fn a_host_killed_under_load_loses_no_acknowledged_message_and_no_key_runs_
         .count();
     let dup_bound = resent * RECEIVERS + h3_partitions * BATCH as usize;
     let dups = load
-        .wait_delivered(&ingress[0], Duration::from_secs(60))
+        .delivered_in_order(&ingress[0], &db, &hosts.iter().collect::<Vec<_>>())
         .await;
     assert!(
         dups <= dup_bound,
@@ -2023,7 +2164,7 @@ async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every
     let resent = load.resent();
     let dup_bound = resent * RECEIVERS + PARTITIONS as usize * BATCH as usize;
     let dups = load
-        .wait_delivered(&ingress[0], Duration::from_secs(60))
+        .delivered_in_order(&ingress[0], &c.db, &c.hosts.iter().collect::<Vec<_>>())
         .await;
     assert!(
         dups <= dup_bound,
@@ -2165,7 +2306,7 @@ async fn a_member_cut_off_from_nats_stops_relaying_and_the_others_take_its_parti
     let resent = load.resent();
     let dup_bound = resent * RECEIVERS + PARTITIONS as usize * BATCH as usize;
     let dups = load
-        .wait_delivered(&hosts[0].ingress, Duration::from_secs(60))
+        .delivered_in_order(&hosts[0].ingress, &db, &hosts.iter().collect::<Vec<_>>())
         .await;
     assert!(
         dups <= dup_bound,

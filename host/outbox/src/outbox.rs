@@ -554,6 +554,8 @@ impl Outbox {
             let part = &inner.partitions[m.partition as usize];
             part.metrics.delivery_seconds.record(elapsed);
             outcomes_out[index] = attempt_outcome(inner, &verdict, timed_out);
+            tracing::debug!(target: "sluice::outbox", id = m.id, partition = m.partition,
+                outcome = outcomes_out[index].label(), "dispatch: immediate attempt");
             inner.record(m, verdict, now, &mut rng, &mut settlement);
         }
         inner.channel.settle(&settlement, now).await?;

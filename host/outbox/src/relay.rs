@@ -194,6 +194,10 @@ impl Worker {
                     let claimed = batch.len() as u32;
                     let full = claimed >= asked;
                     let mut unattempted = 0;
+                    if let (Some(first), Some(last)) = (batch.first(), batch.last()) {
+                        tracing::debug!(target: "sluice::outbox", partition = p, rows = claimed,
+                            first = first.id, last = last.id, "relay: claimed");
+                    }
                     if !batch.is_empty() {
                         let settlement;
                         (settlement, unattempted) = self.process(batch, now + lease).await;
