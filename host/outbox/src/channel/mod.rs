@@ -9,11 +9,23 @@
 //! that receiver's rows are released untouched). A receiver whose head is backing off is thus
 //! skipped as a whole, and other receivers in the partition are not blocked by it.
 //!
+//! Dispatch's immediate attempt claims a new row at enqueue only when its receiver has no
+//! pending row at all (`EnqueueTx::busy`), so it never passes an older row it can see.
+//!
+//! # Whose order
+//! On SQLite one writer commits enqueues in id order, so the order above is every sender's
+//! enqueue order. On Postgres ids are drawn when a row is inserted, and concurrent enqueues
+//! from several hosts or tasks commit in any order (under load, one commit can land most of a
+//! second after a later id's): a relay or a dispatch may deliver a receiver's row before an
+//! older id that was not committed yet. What holds there is FIFO per (sender, receiver): a
+//! sender's next enqueue starts after its previous one committed, so its rows are visible in
+//! id order, and every rule above keeps them in it.
+//!
 //! # Where claims live
-//! Postgres stores a claim in the row (`claimed_until`, taken with `FOR UPDATE SKIP LOCKED`),
-//! since several hosts share the store. SQLite belongs to one host process and keeps its
-//! claims in that process (see `sqlite.rs`): same visibility rules, no row rewrite per claim,
-//! and a crashed process's claims end with it.
+//! SQLite belongs to one host process and keeps its claims in that process (see `sqlite.rs`):
+//! no row rewrite per claim, and a crashed process's claims end with it. On Postgres the host
+//! that leases a partition keeps its relay claims in memory the same way, and dispatch's
+//! immediate attempts lease their rows in `claimed_until` (see `postgres.rs`).
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod enqueue;
