@@ -593,6 +593,9 @@ pub fn active(host: &sluice_runtime::Host, ty: &str) -> usize {
 /// A fresh database named `NAME_PID` on the test Postgres (`SLUICE_TEST_POSTGRES_URL`, set by
 /// `eval "$(scripts/postgres.sh)"`). `None` (skip, loudly) when none is set and
 /// [`toolchains_required`] is false; under it (CI, `scripts/test.sh`) a missing server fails.
+///
+/// The databases of earlier runs (`NAME_PID` whose process is gone) are dropped first, so
+/// running the tests again and again does not fill the server.
 pub async fn fresh_postgres_database(name: &str) -> Option<String> {
     use sqlx::Connection as _;
     let Ok(base) = std::env::var("SLUICE_TEST_POSTGRES_URL") else {
@@ -600,6 +603,25 @@ pub async fn fresh_postgres_database(name: &str) -> Option<String> {
         return None;
     };
     let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
+    let earlier: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database")
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+    // Liveness is read from /proc; elsewhere nothing is dropped.
+    let procfs = std::path::Path::new("/proc/self").exists();
+    for db in earlier.into_iter().filter(|_| procfs) {
+        let gone = db
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if gone {
+            // Best effort: a database still in use by a leftover process stays for next time.
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}"))
+                .execute(&mut admin)
+                .await;
+        }
+    }
     let name = format!("{name}_{}", std::process::id());
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
         .execute(&mut admin)
