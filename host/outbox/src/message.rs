@@ -220,7 +220,7 @@ pub struct NewRow {
 }
 
 /// A stored message as the relay claims it and [`crate::Delivery`] receives it.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OutboxMessage {
     /// Row id; ids grow with enqueue order, which is the FIFO order per receiver.
     pub id: i64,
@@ -241,7 +241,6 @@ pub struct OutboxMessage {
     /// Message type.
     pub msg_type: String,
     /// Payload.
-    #[sqlx(try_from = "Vec<u8>")]
     pub payload: Bytes,
     /// Principal the work is for ('' = the host itself).
     pub principal: String,
@@ -250,7 +249,6 @@ pub struct OutboxMessage {
     /// Idempotency key ('' = none).
     pub idempotency_key: String,
     /// Conflict resolution of a repeated key.
-    #[sqlx(try_from = "String")]
     pub conflict: Conflict,
     /// Sequence number.
     pub sequence_number: i64,
@@ -277,10 +275,65 @@ pub struct OutboxMessage {
     /// Expiry (ms since epoch); 0 = never.
     pub expires_at: i64,
     /// Delivery mode.
-    #[sqlx(try_from = "String")]
     pub mode: DispatchMode,
     /// The stored `traceparent` of the sender's span; `None` when traces were off.
     pub traceparent: Option<String>,
+}
+
+/// Decodes a row by column name ([`crate::channel`]'s `COLUMNS`), in either backend. Written
+/// out rather than derived: `#[derive(sqlx::FromRow)]` needs sqlx's `macros` feature, whose
+/// proc-macro crate compiles a second sqlx with both drivers and SQLite for the build host.
+impl<'r, R> sqlx::FromRow<'r, R> for OutboxMessage
+where
+    R: sqlx::Row,
+    &'static str: sqlx::ColumnIndex<R>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> std::result::Result<Self, sqlx::Error> {
+        /// A stored text that names no variant, as the error sqlx gives a column that fails
+        /// to decode.
+        fn parsed<T: TryFrom<String, Error = String>>(
+            column: &str,
+            text: String,
+        ) -> std::result::Result<T, sqlx::Error> {
+            T::try_from(text).map_err(|e| sqlx::Error::ColumnDecode {
+                index: column.to_string(),
+                source: e.into(),
+            })
+        }
+        Ok(Self {
+            id: row.try_get("id")?,
+            tenant: row.try_get("tenant")?,
+            namespace: row.try_get("namespace")?,
+            channel: row.try_get("channel")?,
+            partition: row.try_get("partition")?,
+            sender: row.try_get("sender")?,
+            receiver: row.try_get("receiver")?,
+            receiver_type: row.try_get("receiver_type")?,
+            msg_type: row.try_get("msg_type")?,
+            payload: Bytes::from(row.try_get::<Vec<u8>, _>("payload")?),
+            principal: row.try_get("principal")?,
+            headers: row.try_get("headers")?,
+            idempotency_key: row.try_get("idempotency_key")?,
+            conflict: parsed("conflict", row.try_get("conflict")?)?,
+            sequence_number: row.try_get("sequence_number")?,
+            delivery_count: row.try_get("delivery_count")?,
+            refusals: row.try_get("refusals")?,
+            send_at: row.try_get("send_at")?,
+            created_at: row.try_get("created_at")?,
+            claimed_until: row.try_get("claimed_until")?,
+            acked: row.try_get("acked")?,
+            dead_lettered: row.try_get("dead_lettered")?,
+            dead_reason: row.try_get("dead_reason")?,
+            last_error: row.try_get("last_error")?,
+            expires_at: row.try_get("expires_at")?,
+            mode: parsed("mode", row.try_get("mode")?)?,
+            traceparent: row.try_get("traceparent")?,
+        })
+    }
 }
 
 impl OutboxMessage {

@@ -29,6 +29,8 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod enqueue;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod migrations;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]

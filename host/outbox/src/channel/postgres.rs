@@ -41,8 +41,6 @@ use crate::message::{
     DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
 /// Advisory lock class for partitions (the two-int form: class, object).
 const LOCK_CLASS_PARTITION: i32 = 0x5100;
 /// Advisory lock class for (receiver, idempotency key) pairs.
@@ -105,11 +103,18 @@ const PRUNE_AT: usize = 4096;
 const SCAN_PAGE: i64 = 1024;
 
 /// A scanned row and the version it was read at.
-#[derive(sqlx::FromRow)]
 struct Scanned {
     version: i64,
-    #[sqlx(flatten)]
     msg: OutboxMessage,
+}
+
+impl sqlx::FromRow<'_, sqlx::postgres::PgRow> for Scanned {
+    fn from_row(row: &sqlx::postgres::PgRow) -> std::result::Result<Self, sqlx::Error> {
+        Ok(Self {
+            version: sqlx::Row::try_get(row, "version")?,
+            msg: <OutboxMessage as sqlx::FromRow<_>>::from_row(row)?,
+        })
+    }
 }
 
 fn pool_options(max_connections: u32) -> PgPoolOptions {
@@ -129,7 +134,10 @@ impl PostgresChannel {
         let pool = pool_options(max_connections.max(2))
             .connect_with(options.clone())
             .await?;
-        MIGRATOR.run(&pool).await?;
+        super::migrations::migrator(super::migrations::POSTGRES)
+            .await?
+            .run(&pool)
+            .await?;
         // Claims and settlements commit without waiting for the WAL flush: one lost in a
         // crash only means its rows are delivered again once their lease ends (at-least-once
         // allows it; FIFO holds, since commits are lost newest first). Enqueues, on `pool`,

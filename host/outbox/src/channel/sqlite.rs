@@ -42,8 +42,6 @@ use crate::message::{
     Settlement,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-
 /// The embedded outbox store.
 #[derive(Debug, Clone)]
 pub struct SqliteChannel {
@@ -148,7 +146,10 @@ impl SqliteChannel {
             .pragma("wal_autocheckpoint", "8192")
             .foreign_keys(false);
         let mut conn = SqliteConnection::connect_with(&opts).await?;
-        MIGRATOR.run(&mut conn).await?;
+        super::migrations::migrator(super::migrations::SQLITE)
+            .await?
+            .run(&mut conn)
+            .await?;
         // Claims written by versions that stored them in the file belong to a process that is
         // gone (this one owns the file now).
         sqlx::query("UPDATE outbox_messages SET claimed_until = 0 WHERE claimed_until <> 0")
