@@ -15,10 +15,15 @@ export GOTOOLCHAIN=go1.27.3
 
 source scripts/phase.sh
 
-phase "guest toolchains (installed once: wasm32-wasip2, componentize-py, npm ci, Go $GOTOOLCHAIN)"
-bash scripts/guest-toolchains.sh
+# The guest toolchains download (network-bound) while the host compiles (CPU-bound): on a cold
+# machine they take minutes that the build hides. Their log is printed once both are done.
+mkdir -p target/demo
+toolchains_log=target/demo/guest-toolchains.log
+bash scripts/guest-toolchains.sh >"$toolchains_log" 2>&1 &
+toolchains_pid=$!
+trap 'kill "$toolchains_pid" 2>/dev/null || true' EXIT
 
-phase "building the host, the driver and the embedded example (one cargo build)"
+phase "building the host, the driver and the embedded example (one cargo build; the guest toolchains install meanwhile)"
 target="${CARGO_TARGET_DIR:-target}/debug"
 bin="$PWD/target/demo/bin"
 mkdir -p "$bin"
@@ -33,11 +38,19 @@ for try in 1 2 3; do
   echo "   $target/sluice came from another checkout; building again ($try)" >&2
 done
 
+phase "guest toolchains (installed once: wasm32-wasip2, componentize-py, npm ci, Go $GOTOOLCHAIN; log: $toolchains_log)"
+if ! wait "$toolchains_pid"; then
+  cat "$toolchains_log" >&2
+  echo "the guest toolchains did not install (above)" >&2
+  exit 1
+fi
+trap - EXIT
+sed 's/^/   /' "$toolchains_log" >&2
+
 phase "building the Rust test guests for the embedded example (guests/rust, wasm32-wasip2)"
 (cd guests/rust && env -u CARGO_TARGET_DIR cargo build --release --target wasm32-wasip2)
 
 phase "job_queue_outbox: every scenario, every language (sluice build, SQLite outbox)"
-mkdir -p target/demo
 status=0
 # The web console of the scenario that is running (SLUICE_DEMO_CONSOLE=ADDR moves it).
 SLUICE_BIN="$bin/sluice" "$bin/job-queue-outbox" rust go python typescript \
