@@ -509,29 +509,6 @@ pub async fn poly_host(
     Some(host)
 }
 
-/// Declares one `#[tokio::test]` per language for `async fn $body(lang: Lang)`, in a module
-/// named after the behaviour: `full_mailbox_is_resource_exhausted::go`, `…::python`, ….
-#[macro_export]
-macro_rules! per_language_ignored {
-    ($reason:literal: $($body:ident),* $(,)?) => {$(
-        mod $body {
-            use $crate::Lang;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $reason]
-            async fn rust() { super::$body(Lang::Rust).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $reason]
-            async fn go() { super::$body(Lang::Go).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $reason]
-            async fn python() { super::$body(Lang::Python).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $reason]
-            async fn typescript() { super::$body(Lang::TypeScript).await }
-        }
-    )*};
-}
-
 /// One test per language for each behaviour named.
 #[macro_export]
 macro_rules! per_language {

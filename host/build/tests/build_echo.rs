@@ -181,27 +181,3 @@ fn unknown_folder_is_a_typed_error() {
         other => panic!("expected UnknownLanguage, got {other:?}"),
     }
 }
-
-/// Every TESTKIT guest in every language builds (and the runnable ones pass the smoke run).
-/// Slow (~3 min: six ~18 MB Python components), so opt-in: `cargo test -- --ignored`.
-#[test]
-#[ignore]
-fn every_testkit_guest_builds_in_every_language() {
-    for guest in ["echo", "slow", "crash", "loop", "hog", "flood"] {
-        build_guest("go", guest, Language::Go, BuildOptions::default(), "all-go");
-        build_guest(
-            "python",
-            guest,
-            Language::Python,
-            BuildOptions::default(),
-            "all-python",
-        );
-        build_guest(
-            "typescript",
-            guest,
-            Language::TypeScript,
-            BuildOptions::default(),
-            "all-typescript",
-        );
-    }
-}

@@ -3,7 +3,7 @@
 //! claimed at the moment of the kill (partitions × relay_batch_size).
 //!
 //! The "host" is this test binary re-executed with `SLUICE_CRASH_CHILD` set (so it needs no
-//! extra dependencies): it runs the ignored test `crash_child_host`.
+//! extra dependencies): the same test, which then plays the host instead of the parent.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,13 +33,9 @@ impl Delivery for LogReceiver {
     }
 }
 
-#[test]
-#[ignore = "run only as the child process of sigkill_mid_relay_loses_nothing"]
-fn crash_child_host() {
-    let Ok(dir) = std::env::var("SLUICE_CRASH_CHILD") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir);
+/// The child: open the outbox in `dir` (filling it on the first start) and relay until it is
+/// drained, logging every delivery; writes `done` at the end.
+fn crash_child_host(dir: &std::path::Path) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -88,9 +84,8 @@ fn crash_child_host() {
 fn spawn_child(dir: &std::path::Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
-            "crash_child_host",
+            "sigkill_mid_relay_loses_nothing_and_bounds_duplicates",
             "--exact",
-            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -108,6 +103,11 @@ fn log_lines(dir: &std::path::Path) -> usize {
 
 #[test]
 fn sigkill_mid_relay_loses_nothing_and_bounds_duplicates() {
+    // Re-executed by the parent below with the directory to play the host in.
+    if let Some(dir) = std::env::var_os("SLUICE_CRASH_CHILD") {
+        crash_child_host(std::path::Path::new(&dir));
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_child(dir.path());
     // Wait (bounded) until the relay is well into the backlog, then SIGKILL it.
