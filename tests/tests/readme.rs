@@ -14,9 +14,12 @@
 //!   commands the scaffold prints (the commands `tests/tests/cli_new.rs` runs).
 //! - The SDK READMEs' `go`/`python`/`ts`/`rust`/`toml` blocks: compiled, and their unit tests
 //!   run, by `scripts/lint-guests.sh readmes` (checked here to extract that README).
+//! - The SDK READMEs' `sh` blocks: run as written, in order, from a checkout, with
+//!   `path/to/actor` a project `sluice new` made and `/path/to/sluice` the checkout
+//!   ([`sdk_shell_blocks`]).
 //! - A block marked in its info string is shown, not run: `output` (sample output),
 //!   `fragment` (part of a file, not compilable alone), `manual` (commands for the reader to
-//!   run: installs, toolchains, the suites themselves).
+//!   run; no README has one today).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -318,6 +321,7 @@ fn how_checked(b: &Block) -> Option<&'static str> {
         (_, "sh") if b.body.starts_with("sluice new ") => {
             Some("compared by readme_sluice_new_blocks_match_the_scaffold")
         }
+        (_, "sh") if sdk.is_some() => Some(SDK_SHELL),
         _ if matches!(
             (sdk, lang),
             (Some("go"), "go")
@@ -674,4 +678,172 @@ async fn readme_run_output_matches_a_real_sluice_run() {
         !second.iter().any(|l| l.contains("] done: compiled ")),
         "a second start compiles nothing: {second:#?}"
     );
+}
+
+/// How the SDK READMEs' shell blocks are checked.
+const SDK_SHELL: &str = "run from a checkout by sdk_shell_blocks";
+
+/// The line of each SDK README's "Before you start" that builds the `sluice` command: the
+/// test puts the binary the suite built on `PATH` instead (a `cargo build` of one package
+/// here would compile the host again with other features).
+const BUILD_SLUICE: &str = r#"cargo build -p sluice-cli && export PATH="$PWD/target/debug:$PATH""#;
+
+/// Copies `from` into `to` (a new folder), leaving out caches.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+        let name = e.file_name();
+        if [
+            ".pytest_cache",
+            "__pycache__",
+            "build",
+            ".mypy_cache",
+            ".ruff_cache",
+        ]
+        .iter()
+        .any(|n| name == *n)
+            || name.to_string_lossy().ends_with(".egg-info")
+        {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// Runs every `sh` block of `guests/LANG/README.md` as the reader would: in order, each in a
+/// bash of its own (`set -euo pipefail`) started in a checkout, with `sluice` on `PATH`,
+/// `path/to/actor` a project `sluice new LANG` made and `/path/to/sluice` that checkout.
+///
+/// The checkout is the real one seen through symlinks, so whatever a block writes at its top
+/// (a built `actor.wasm`) stays in a temporary folder; `guests/python` is a copy, because
+/// `pip install ./guests/python` builds in the source tree. Python blocks run in a virtual
+/// environment (system packages visible) so `pip install` touches nothing outside it.
+fn sdk_shell_blocks(lang: &str) {
+    let file = format!("guests/{lang}/README.md");
+    let blocks: Vec<Block> = all_blocks()
+        .into_iter()
+        .filter(|b| b.file == file && how_checked(b) == Some(SDK_SHELL))
+        .collect();
+    assert!(
+        blocks.len() >= 3,
+        "{file}: only {} shell blocks",
+        blocks.len()
+    );
+    assert!(
+        blocks[0].body.lines().any(|l| l.trim() == BUILD_SLUICE),
+        "{file}: the first shell block builds sluice with `{BUILD_SLUICE}`"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    let checkout = work.path().join("sluice");
+    std::fs::create_dir_all(checkout.join("guests")).unwrap();
+    for e in std::fs::read_dir(root()).unwrap().map(Result::unwrap) {
+        let name = e.file_name();
+        if name != "guests" && name != "target" {
+            std::os::unix::fs::symlink(e.path(), checkout.join(&name)).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(root().join("guests"))
+        .unwrap()
+        .map(Result::unwrap)
+    {
+        let to = checkout.join("guests").join(e.file_name());
+        if e.file_name() == "python" && lang == "python" {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::os::unix::fs::symlink(e.path(), to).unwrap();
+        }
+    }
+    let bin = work.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(sluice_binary("sluice-readme-sdk"), bin.join("sluice")).unwrap();
+    let mut path = vec![bin];
+    if lang == "python" {
+        let venv = work.path().join("venv");
+        sh(
+            work.path(),
+            &format!("python3 -m venv --system-site-packages {}", venv.display()),
+        );
+        path.push(venv.join("bin"));
+    }
+    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap()));
+    let path = std::env::join_paths(path).unwrap();
+
+    let projects = work.path().join("projects");
+    std::fs::create_dir_all(&projects).unwrap();
+    let made = Command::new(work.path().join("bin/sluice"))
+        .args(["new", lang, "actor"])
+        .current_dir(&projects)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "sluice new {lang}: {made:?}");
+    let actor = projects.join("actor");
+
+    for b in &blocks {
+        assert!(
+            !b.body.contains("sluice run"),
+            "{}: a host started in the background would outlive the block; `sluice run` \
+             belongs to the `sluice new` block (compared with the scaffold, run by cli_new.rs)",
+            b.at()
+        );
+        let script: String = b
+            .body
+            .lines()
+            .filter(|l| l.trim() != BUILD_SLUICE)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("/path/to/sluice", checkout.to_str().unwrap())
+            .replace("path/to/actor", actor.to_str().unwrap());
+        let t0 = std::time::Instant::now();
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script])
+            .current_dir(&checkout)
+            .env("PATH", &path)
+            .env("PYTEST_ADDOPTS", "-p no:cacheprovider")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("VIRTUAL_ENV")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: the block failed ({}):\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+            b.at(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // What the blocks install goes into the reader's project, never into the checkout's
+        // own toolchains (an `npm install` of the SDK folder once pruned its jco).
+        assert!(
+            root()
+                .join("guests/typescript/node_modules/@bytecodealliance/jco/package.json")
+                .is_file(),
+            "{}: the block removed guests/typescript/node_modules' jco",
+            b.at()
+        );
+        eprintln!("{}: ran in {:.1} s", b.at(), t0.elapsed().as_secs_f64());
+    }
+}
+
+mod sdk_shell_blocks {
+    #[test]
+    fn go() {
+        super::sdk_shell_blocks("go")
+    }
+    #[test]
+    fn python() {
+        super::sdk_shell_blocks("python")
+    }
+    #[test]
+    fn typescript() {
+        super::sdk_shell_blocks("typescript")
+    }
+    #[test]
+    fn rust() {
+        super::sdk_shell_blocks("rust")
+    }
 }
