@@ -141,8 +141,8 @@ impl SluiceRun {
             stdout,
             stderr,
         };
-        let start = Instant::now();
-        loop {
+        let what = "sluice run to listen (print its ingress and admin addresses)";
+        let (ingress, admin) = wait_for(Duration::from_secs(120), what, || {
             let printed = |prefix: &str| {
                 run.stdout
                     .lock()
@@ -150,25 +150,24 @@ impl SluiceRun {
                     .iter()
                     .find_map(|l| l.strip_prefix(prefix).map(|u| u.trim().to_string()))
             };
-            if let (Some(i), Some(a)) =
-                (printed("sluice: ingress on "), printed("sluice: admin on "))
-            {
-                run.ingress = i;
-                run.admin = a;
-                return run;
-            }
-            if let Ok(Some(status)) = run.child.try_wait() {
-                panic!(
-                    "sluice run exited ({status}) before listening; stderr:\n{}",
-                    run.stderr.lock().unwrap().join("\n")
-                );
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "sluice run did not listen within 120 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            let listening = match (printed("sluice: ingress on "), printed("sluice: admin on ")) {
+                (Some(i), Some(a)) => Ok((i, a)),
+                _ => {
+                    if let Ok(Some(status)) = run.child.try_wait() {
+                        panic!(
+                            "sluice run exited ({status}) before listening; stderr:\n{}",
+                            run.stderr.lock().unwrap().join("\n")
+                        );
+                    }
+                    Err(run.stdout.lock().unwrap().clone())
+                }
+            };
+            std::future::ready(listening)
+        })
+        .await;
+        run.ingress = ingress;
+        run.admin = admin;
+        run
     }
 
     /// Whether any stdout line so far contains `text`.

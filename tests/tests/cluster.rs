@@ -310,15 +310,16 @@ impl Dispatches {
 
     /// Waits (at most 120 s) until `n` dispatches were acknowledged.
     async fn wait_sent(&self, n: usize) {
-        let start = Instant::now();
-        while self.sent() < n {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "dispatches stalled at {} of {n}",
-                self.sent()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{n} dispatches to be acknowledged");
+        wait_for(Duration::from_secs(120), &what, || {
+            let sent = self.sent();
+            std::future::ready(if sent >= n {
+                Ok(())
+            } else {
+                Err(format!("stalled at {sent} of {n}"))
+            })
+        })
+        .await;
     }
 
     fn add_via(&self, ingress: &str) {
@@ -481,8 +482,8 @@ async fn three_hosts_run_each_key_once_and_every_counter_counts_without_gap() {
     assert_eq!(claims as usize, KEYS);
     // `sluice status` on any member says where the live actors are: per member, per type,
     // as of each member's last heartbeat.
-    let start = Instant::now();
-    loop {
+    let what = format!("the live Echo counts per member to add up to {KEYS}");
+    let per_host = wait_for(Duration::from_secs(10), &what, || async {
         let s = status(&c.hosts[2]).await;
         let actors = s["cluster"]["actors"].as_object().unwrap().clone();
         let per_host: Vec<u64> = NODES
@@ -490,15 +491,13 @@ async fn three_hosts_run_each_key_once_and_every_counter_counts_without_gap() {
             .map(|n| actors[*n]["Echo"].as_u64().unwrap())
             .collect();
         if per_host.iter().sum::<u64>() == KEYS as u64 {
-            assert!(per_host.iter().all(|n| *n > 0), "{per_host:?}");
-            break;
+            Ok(per_host)
+        } else {
+            Err(s)
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "live counts never added up to {KEYS}: {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert!(per_host.iter().all(|n| *n > 0), "{per_host:?}");
     drop(c.nats);
     let _ = c.db;
 }
@@ -540,16 +539,19 @@ async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_
     // the local message and its retry hint. (Tells sent before the long turn starts run at
     // once: the loop ends only once it holds the actor.)
     let busy = occupy(&client, via, full);
-    let start = Instant::now();
-    let body = loop {
+    let what = format!("a tell to Slow/{full} to be refused by its full mailbox");
+    let body = wait_for(Duration::from_secs(10), &what, || async {
         let (s, b) = post(&client, via, &format!("Slow/{full}/tell/sleep"), "1", None).await;
         match s {
-            202 => assert_eq!(b["receipt"], "queued", "{b}"),
-            429 => break b,
+            202 => {
+                assert_eq!(b["receipt"], "queued", "{b}");
+                Err(b)
+            }
+            429 => Ok(b),
             other => panic!("{other}: {b}"),
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "never refused");
-    };
+    })
+    .await;
     assert_eq!(body["code"], "resource-exhausted");
     let retry = body["retry_after_ms"].as_u64().expect("retry_after_ms");
     assert_eq!(
@@ -562,8 +564,8 @@ async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_
     // An ask that cannot start within its 100 ms: skipped, decided on the owner, 504. (One
     // sent before the long turn started runs at once and is answered 200: send again.)
     let busy = occupy(&client, via, late);
-    let start = Instant::now();
-    let body = loop {
+    let what = format!("an ask to Slow/{late} to be skipped by its owner past its deadline");
+    let body = wait_for(Duration::from_secs(10), &what, || async {
         let (s, b) = post(
             &client,
             via,
@@ -573,19 +575,19 @@ async fn a_full_mailbox_and_a_deadline_on_another_host_come_back_typed_as_local_
         )
         .await;
         match s {
-            200 => {}
+            200 => Err((s, b)),
             // The caller's own verdict, when the owner's came later than the grace (a loaded
             // machine): it cannot know whether the turn ran. The owner's is what this checks.
             504 if b["message"]
-                == "DEADLINE_EXCEEDED: call-timeout (the turn may still be running)" => {}
-            504 => break b,
+                == "DEADLINE_EXCEEDED: call-timeout (the turn may still be running)" =>
+            {
+                Err((s, b))
+            }
+            504 => Ok(b),
             other => panic!("{other}: {b}"),
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "never skipped by the owner"
-        );
-    };
+    })
+    .await;
     assert_eq!(body["code"], "deadline-exceeded");
     assert_eq!(body["skipped"], true, "{body}");
     assert_eq!(busy.await.unwrap().0, 200);
@@ -697,14 +699,14 @@ async fn a_timer_reaches_its_actor_after_it_deactivated_and_moved_to_another_hos
     wait_members(&h1, &["h1", "h2"]).await;
     wait_members(&h2, &["h1", "h2"]).await;
     // k goes idle on h1 and ends there (its claim released).
-    let start = Instant::now();
-    while type_field(&status(&h1).await, "Echo", "active") != 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{k} never deactivated on h1"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{k} to deactivate on h1");
+    wait_for(Duration::from_secs(10), &what, || async {
+        match type_field(&status(&h1).await, "Echo", "active") {
+            0 => Ok(()),
+            n => Err(format!("{n} Echo active on h1")),
+        }
+    })
+    .await;
     assert!(
         armed.elapsed() < Duration::from_millis(delay_ms - 1000),
         "the setup outlasted the timer's delay ({:?}): the test proves nothing",
@@ -712,15 +714,17 @@ async fn a_timer_reaches_its_actor_after_it_deactivated_and_moved_to_another_hos
     );
 
     // The timer fires on h1 and activates k on h2, which records it.
-    let start = Instant::now();
-    while type_field(&status(&h2).await, "Echo", "active") == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the timer never activated {k} on h2; h1 said {:?}",
-            h1.stdout_lines()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("the timer to activate {k} on h2");
+    wait_for(Duration::from_secs(20), &what, || async {
+        match type_field(&status(&h2).await, "Echo", "active") {
+            0 => Err(format!(
+                "no Echo active on h2; h1 said {:?}",
+                h1.stdout_lines()
+            )),
+            _ => Ok(()),
+        }
+    })
+    .await;
     assert!(
         armed.elapsed() >= Duration::from_millis(delay_ms),
         "fired early"
@@ -784,8 +788,8 @@ mode = "dispatch"
         assert_eq!((status, &body), (200, &serde_json::json!({"ok": true})));
     }
     for subscriber in ["Echo/audit".to_string(), format!("Echo/{principal}")] {
-        let start = Instant::now();
-        loop {
+        let what = format!("{subscriber} to record the {} events {sent:?}", sent.len());
+        let items = wait_for(Duration::from_secs(20), &what, || async {
             let (s, b) = post(
                 &client,
                 via,
@@ -797,18 +801,16 @@ mode = "dispatch"
             assert_eq!(s, 200, "{b}");
             let items: Vec<String> = serde_json::from_value(b["items"].clone()).unwrap();
             if items.len() >= sent.len() {
-                assert_eq!(
-                    items, sent,
-                    "{subscriber}: every event once, in publish order"
-                );
-                break;
+                Ok(items)
+            } else {
+                Err(items)
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "{subscriber} got {items:?} of {sent:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
+        assert_eq!(
+            items, sent,
+            "{subscriber}: every event once, in publish order"
+        );
         let envelopes = &post(
             &client,
             via,
@@ -902,18 +904,13 @@ async fn guests_of_every_language_see_another_hosts_full_mailbox_and_deadline_as
         // A long turn holds Slow/{full}; the guest's tells fill its two slots, then one is
         // refused.
         let busy = occupy(&client, via, full);
-        let t = Instant::now();
-        let refused = loop {
+        let what = format!("{echo}'s tell to Slow/{full} to be refused by its full mailbox");
+        let refused = wait_for(Duration::from_secs(10), &what, || async {
             let req = serde_json::json!({"to": format!("Slow/{full}"), "msg_type": "sleep", "payload": "1"});
             let r = via_guest(&client, via, echo, "tell", req).await;
-            if r["ok"] == false {
-                break r;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "{echo}: never refused: {r}"
-            );
-        };
+            if r["ok"] == false { Ok(r) } else { Err(r) }
+        })
+        .await;
         let e = &refused["error"];
         assert_eq!(e["type"], "ResourceExhausted", "{echo}: {refused}");
         assert_eq!(e["code"], "resource-exhausted", "{echo}: {refused}");
@@ -930,20 +927,15 @@ async fn guests_of_every_language_see_another_hosts_full_mailbox_and_deadline_as
 
         // An ask that cannot start within its 100 ms.
         let busy = occupy(&client, via, late);
-        let t = Instant::now();
-        let late_reply = loop {
+        let what = format!("{echo}'s ask to Slow/{late} to time out behind the long turn");
+        let late_reply = wait_for(Duration::from_secs(10), &what, || async {
             let req = serde_json::json!({
                 "to": format!("Slow/{late}"), "msg_type": "sleep", "payload": "1", "timeout_ms": 100,
             });
             let r = via_guest(&client, via, echo, "ask", req).await;
-            if r["ok"] == false {
-                break r;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "{echo}: never timed out: {r}"
-            );
-        };
+            if r["ok"] == false { Ok(r) } else { Err(r) }
+        })
+        .await;
         let e = &late_reply["error"];
         assert_eq!(e["type"], "DeadlineExceeded", "{echo}: {late_reply}");
         assert_eq!(e["code"], "deadline-exceeded", "{echo}: {late_reply}");
@@ -1098,26 +1090,21 @@ async fn a_call_to_another_host_is_one_trace_across_both() {
     let (trace_id, ingress_id) = (parts[1].to_string(), parts[2].to_string());
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let of_trace = |s: &Span| hex(&s.trace_id) == trace_id;
-    let start = Instant::now();
-    let turn = loop {
-        if let Some(t) = received
-            .spans()
-            .into_iter()
-            .find(|s| of_trace(s) && s.name == "turn")
-        {
-            break t;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no turn span in trace {trace_id}: {:#?}",
-            received
-                .spans()
-                .iter()
-                .map(|s| (&s.name, hex(&s.trace_id)))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let what = format!("a turn span in trace {trace_id}");
+    let turn = wait_for(Duration::from_secs(30), &what, || {
+        let spans = received.spans();
+        let seen: Vec<(String, String)> = spans
+            .iter()
+            .map(|s| (s.name.clone(), hex(&s.trace_id)))
+            .collect();
+        std::future::ready(
+            spans
+                .into_iter()
+                .find(|s| of_trace(s) && s.name == "turn")
+                .ok_or(seen),
+        )
+    })
+    .await;
     assert_eq!(
         hex(&turn.parent_span_id),
         ingress_id,
@@ -1269,15 +1256,19 @@ async fn a_deploy_on_one_host_rolls_out_to_every_member_reports_per_host_and_rea
     // A host that joins later starts from its own (old) app folder and then loads the
     // cluster's current version.
     let (h4, _app4) = start_host(&c.nats, &c.db, "h4").await;
-    let start = Instant::now();
-    while version_of(&h4, "Echo").await < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "h4 never loaded the current Echo: {}",
-            status(&h4).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for(
+        Duration::from_secs(30),
+        "h4 to load the current Echo (version 2)",
+        || async {
+            let s = status(&h4).await;
+            if type_field(&s, "Echo", "version") >= 2 {
+                Ok(())
+            } else {
+                Err(s)
+            }
+        },
+    )
+    .await;
     c.hosts.push(h4);
 }
 
@@ -1322,8 +1313,8 @@ async fn a_cluster_members_metrics_pass_promtool_check_metrics_after_cross_host_
     assert_eq!(status, 202, "tell {echo} via h1: {body}");
     // While one 500 ms turn runs, the capacity-2 mailbox refuses the third tell queued behind.
     let slow = key_on("Slow", "h2");
-    let start = Instant::now();
-    loop {
+    let what = format!("a tell to {slow} via h1 to be refused by its full mailbox");
+    wait_for(Duration::from_secs(10), &what, || async {
         let (status, body) = post(
             &client,
             &h1.ingress,
@@ -1333,12 +1324,12 @@ async fn a_cluster_members_metrics_pass_promtool_check_metrics_after_cross_host_
         )
         .await;
         match status {
-            202 => {}
-            429 => break,
+            202 => Err(body),
+            429 => Ok(()),
             other => panic!("tell {slow} via h1: {other} {body}"),
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "never refused");
-    }
+    })
+    .await;
 
     // The caller's and the owner's side each carry cluster families, every one with HELP, and
     // promtool has nothing to say about either.
@@ -1389,8 +1380,10 @@ fn placed_counts(ids: &[String], nodes: &[&str]) -> BTreeMap<String, u64> {
 /// placement gives it, by its own status (activations, claims); at most `bound`.
 async fn wait_spread(hosts: &[&SluiceRun], nodes: &[&str], ids: &[String], bound: Duration) {
     let want = placed_counts(ids, nodes);
-    let start = Instant::now();
-    loop {
+    let what = format!(
+        "each member to run the supervised Echo instances placement gives it, {want:?} (active, claims)"
+    );
+    wait_for(bound, &what, || async {
         let mut got = BTreeMap::new();
         for (h, n) in hosts.iter().zip(nodes) {
             let s = status(h).await;
@@ -1399,14 +1392,12 @@ async fn wait_spread(hosts: &[&SluiceRun], nodes: &[&str], ids: &[String], bound
             got.insert(n.to_string(), (active, claims));
         }
         if got.iter().all(|(n, (a, c))| (*a, *c) == (want[n], want[n])) {
-            return;
+            Ok(())
+        } else {
+            Err(got)
         }
-        assert!(
-            start.elapsed() < bound,
-            "supervised Echo instances (active, claims) per member {got:?}, placement wants {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 /// `count = 8` is eight `Echo` instances cluster-wide, not eight per member: each runs on

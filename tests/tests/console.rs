@@ -201,8 +201,8 @@ async fn wait_dlq(run: &SluiceRun, what: &str, cond: impl Fn(&[Value]) -> bool) 
 /// Waits (bounded) until actor type `ty` has one live actor running its first turn with
 /// nothing queued behind it.
 async fn wait_first_turn(run: &SluiceRun, ty: &str) {
-    let start = std::time::Instant::now();
-    loop {
+    let what = format!("the first {ty} turn to run with nothing queued behind it");
+    wait_for(T, &what, || async {
         let s: Value = reqwest::get(format!("{}/admin/status", run.admin))
             .await
             .unwrap()
@@ -214,14 +214,12 @@ async fn wait_first_turn(run: &SluiceRun, ty: &str) {
             .and_then(|a| a.iter().find(|t| t["actor_type"] == ty).cloned())
             .unwrap_or_else(|| panic!("{ty} in status: {s}"));
         if t["active"] == 1 && t["queued"] == 0 && s["inflight_turns"].as_u64() >= Some(1) {
-            return;
+            Ok(())
+        } else {
+            Err(s)
         }
-        assert!(
-            start.elapsed() < T,
-            "the first {ty} turn never started: {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await;
 }
 
 const FLOW_APP: &str = r#"
@@ -345,18 +343,16 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     b.wait("type:Slow:refused", "^3$");
     b.wait("type:Slow:oldest_queued_ms", r"^\d+(\.\d)? s$");
     // Slow's sparkline is drawn and its depth line rose off the baseline (two queued).
-    let start = std::time::Instant::now();
-    loop {
+    let what = "Slow's sparkline to be drawn with its depth line in the upper half";
+    wait_for(T, what, || {
         let (pixels, top) = b.sparkline("Slow");
-        if pixels > 0 && top.is_some_and(|t| t < 0.5) {
-            break;
-        }
-        assert!(
-            start.elapsed() < T,
-            "Slow's sparkline: {pixels} pixels, highest at {top:?} of its height"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        std::future::ready(if pixels > 0 && top.is_some_and(|t| t < 0.5) {
+            Ok(())
+        } else {
+            Err(format!("{pixels} pixels, highest at {top:?} of its height"))
+        })
+    })
+    .await;
 
     // A `drop_newest` mailbox of one: a 2 s turn running, then a tell whose 300 ms deadline
     // passes while it waits (skipped when its turn comes), then three dropped tells.
@@ -488,14 +484,14 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
     b.wait("dlq:status", "^replayed 1$");
     b.wait("dlq:count", "^0$");
     wait_dlq(&run, "an empty DLQ", |d| d.is_empty()).await;
-    let mut items = Vec::new();
-    let start = std::time::Instant::now();
-    while items.is_empty() {
+    let items = wait_for(T, "the replayed message to arrive at Late/1", || async {
         let r = ask(&run, "Late/1", "recorded", json!("")).await;
-        items = r["items"].as_array().cloned().unwrap_or_default();
-        assert!(start.elapsed() < T, "the replayed message never arrived");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        match r["items"].as_array() {
+            Some(items) if !items.is_empty() => Ok(items.clone()),
+            _ => Err(r),
+        }
+    })
+    .await;
     assert_eq!(items, vec![json!("poison")], "delivered exactly once");
 
     // Purge from the page: another dead letter, for a type that never comes.
@@ -933,19 +929,19 @@ async fn a_busy_hosts_metrics_pass_promtool_check_metrics_with_every_family_pres
     .await;
     assert_eq!(limited["ok"], false, "{limited}");
 
-    let start = std::time::Instant::now();
-    let (text, served) = loop {
+    let (text, served) = wait_for(T, "every metric family to be served", || async {
         let (text, served) = families_served(&run).await;
-        if FAMILIES.iter().all(|f| served.iter().any(|s| s == f)) {
-            break (text, served);
-        }
         let missing: Vec<_> = FAMILIES
             .iter()
             .filter(|f| !served.iter().any(|s| s == *f))
             .collect();
-        assert!(start.elapsed() < T, "families never served: {missing:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        if missing.is_empty() {
+            Ok((text, served))
+        } else {
+            Err(format!("missing {missing:?}"))
+        }
+    })
+    .await;
     let unknown: Vec<_> = served
         .iter()
         .filter(|s| !FAMILIES.contains(&s.as_str()))

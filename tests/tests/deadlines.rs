@@ -442,19 +442,25 @@ async fn host_wide_cap_refuses_arrivals_but_never_timers_or_calls_from_turns() {
         host.inflight_turns() == 0 && host.status().iter().all(|s| s.queued == 0)
     })
     .await;
-    let mut items = Vec::new();
-    for _ in 0..100 {
+    // 100 polls 20 ms apart: 2 s.
+    let what = "Echo/r to record the timer turn's tell";
+    let items = wait_for(Duration::from_secs(2), what, || async {
         match host.ask("Echo/r", "recorded", "", BOUND).await {
             Ok(r) => {
-                items = json(&r)["items"].as_array().unwrap().clone();
-                if !items.is_empty() {
-                    break;
+                let items = json(&r)["items"].as_array().unwrap().clone();
+                if items.is_empty() {
+                    Err("nothing recorded".to_string())
+                } else {
+                    Ok(items)
                 }
             }
-            Err(e) => assert_eq!(e.code, ErrorCode::Overloaded, "{e}"),
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::Overloaded, "{e}");
+                Err(e.to_string())
+            }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     assert_eq!(items, vec![json!("late")]);
     assert!(host.tell("Echo/x", "record", "admitted").await.is_ok());
 }

@@ -1,12 +1,13 @@
 //! Idle deactivation: an actor idle for `idle_deactivate_ms` gives its pool slot back and the
 //! next message activates it afresh; messages that race a deactivation are never lost.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use sluice_runtime::{ChildSpec, HostConfig, MailboxStrategy};
 use sluice_tests::{
-    active, host_with, install_metrics, json, metric, recorded_by, test_config, wait_until,
+    active, host_with, install_metrics, json, metric, recorded_by, test_config, wait_for,
+    wait_until,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -86,14 +87,16 @@ async fn messages_racing_a_deactivation_are_never_lost_or_reordered() {
             tokio::time::sleep(Duration::from_millis(gap)).await;
         }
     }
-    let deadline = Instant::now() + T;
-    let items = loop {
+    let what = format!("Sink/0 to record all {n} items");
+    let items = wait_for(T, &what, || async {
         let items = recorded_by(&host, "Sink/0").await;
-        if items.len() >= n as usize || Instant::now() > deadline {
-            break items;
+        if items.len() >= n as usize {
+            Ok(items)
+        } else {
+            Err(format!("{} items recorded", items.len()))
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    })
+    .await;
     assert_eq!(items, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
     // The race was really run: Hop/k went through many activations.
     assert!(deactivations("Hop") >= 20.0, "{}", deactivations("Hop"));

@@ -3,10 +3,10 @@
 //! host killed with SIGKILL mid-relay leaves nothing behind: the next host on the same
 //! database delivers the rest. Needs `SLUICE_TEST_POSTGRES_URL` (`eval "$(scripts/postgres.sh)"`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use sluice_tests::{SluiceRun, rust_app, sluice_binary};
+use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_for};
 use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
@@ -87,20 +87,18 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
         assert_eq!(r["ok"], true, "{r}");
     }
     // Kill it mid-relay: some delivered and acked, the rest still pending in Postgres.
-    let t0 = Instant::now();
-    loop {
+    let what = "the relay to deliver at least 2 of the 12 with at least 2 still pending";
+    wait_for(T, what, || async {
         let (acked, dead, pending, _) = counts(&db).await;
         assert_eq!(dead, 0);
         assert_eq!(acked + pending, 12, "every dispatch is a row in Postgres");
         if acked >= 2 && pending >= 2 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{acked} acked, {pending} pending"))
         }
-        assert!(
-            t0.elapsed() < T,
-            "relay made no progress: {acked} acked, {pending} pending"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     drop(h1); // SIGKILL
     let (acked_at_kill, _, pending_at_kill, _) = counts(&db).await;
     assert!(pending_at_kill >= 1, "nothing left to prove a restart with");
@@ -108,18 +106,18 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
     // Host 2 on the same database delivers everything that was pending; nothing is lost,
     // nothing dead-lettered.
     let _h2 = SluiceRun::start(&bin, app.path(), &["--database-url", &db], &[]).await;
-    let t0 = Instant::now();
-    loop {
+    let what = format!(
+        "the restarted host to deliver everything pending ({acked_at_kill} acked at the kill)"
+    );
+    let acked = wait_for(T, &what, || async {
         let (acked, dead, pending, _) = counts(&db).await;
         assert_eq!(dead, 0);
         if pending == 0 {
-            assert_eq!(acked, 12);
-            break;
+            Ok(acked)
+        } else {
+            Err(format!("{pending} still pending"))
         }
-        assert!(
-            t0.elapsed() < T,
-            "after the restart {pending} still pending ({acked_at_kill} acked at the kill)"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    assert_eq!(acked, 12);
 }

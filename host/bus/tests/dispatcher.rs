@@ -338,21 +338,17 @@ async fn published_events_reach_the_handler_with_their_principal_through_a_route
     pump.abort();
 }
 
-/// Polls `d.stats()` until `f` holds, for at most 5 s.
+/// Polls `d.stats()` until `f` holds, for at most 5 s (failing with the last stats seen).
 async fn until<H: sluice_bus::Handler>(
     d: &sluice_bus::Dispatcher<H>,
     what: &str,
     f: impl Fn(&sluice_bus::DispatcherStats) -> bool,
 ) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !f(&d.stats()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: {:?}",
-            d.stats()
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    sluice_test_wait::wait_for(Duration::from_secs(5), what, || {
+        let stats = d.stats();
+        std::future::ready(if f(&stats) { Ok(()) } else { Err(stats) })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,19 +378,19 @@ async fn stats_report_the_waiting_events_and_when_the_oldest_was_published() {
         d.dispatch(&svc, ev(p, ms)).unwrap();
     }
     // Each consumer takes its first event: alice's 10 and 20 and bob's 7 wait.
-    until(&d, "three waiting", |s| s.queued == 3).await;
+    until(&d, "three events waiting in the queues", |s| s.queued == 3).await;
     assert_eq!(
         d.stats().oldest_published,
         Some(t0 + Duration::from_millis(7))
     );
     gate.add_permits(2);
-    until(&d, "alice's 20 alone waiting", |s| s.queued == 1).await;
+    until(&d, "only alice's event 20 waiting", |s| s.queued == 1).await;
     assert_eq!(
         d.stats().oldest_published,
         Some(t0 + Duration::from_millis(20))
     );
     gate.add_permits(3);
-    until(&d, "nothing waiting", |s| {
+    until(&d, "no event waiting and no oldest publish time", |s| {
         s.queued == 0 && s.oldest_published.is_none()
     })
     .await;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{host, nats};
+use common::{host, nats, wait_for};
 use sluice_cluster::directory::{ClaimOutcome, Directory, DirectoryError, Owner};
 use sluice_cluster::membership::{Membership, MembershipTimings};
 use tokio::task::JoinSet;
@@ -193,19 +193,20 @@ async fn a_dead_owners_entries_are_taken_over_after_its_ttl_by_exactly_one_taker
             tasks.spawn(async move {
                 let mut won = Vec::new();
                 for k in keys {
-                    // Retry while the dead owner still holds it; stop once anyone else does.
-                    loop {
+                    // Retry while the dead owner still holds it (at most 10 s after the
+                    // crash); stop once anyone else does.
+                    let what = format!("{k} no longer held by the crashed owner");
+                    let bound = Duration::from_secs(10).saturating_sub(crashed.elapsed());
+                    let taken = wait_for(bound, &what, || async {
                         match dir.claim_or_take_over(&k, &me).await.unwrap() {
-                            ClaimOutcome::Claimed(_) => {
-                                won.push((k.clone(), me.clone(), Instant::now()));
-                                break;
-                            }
-                            ClaimOutcome::Held(h) if h.owner.as_ref() == Some(&a) => {
-                                assert!(crashed.elapsed() < Duration::from_secs(10));
-                                tokio::time::sleep(Duration::from_millis(20)).await;
-                            }
-                            ClaimOutcome::Held(_) => break,
+                            ClaimOutcome::Claimed(_) => Ok(Some(Instant::now())),
+                            ClaimOutcome::Held(h) if h.owner.as_ref() == Some(&a) => Err(h),
+                            ClaimOutcome::Held(_) => Ok(None),
                         }
+                    })
+                    .await;
+                    if let Some(at) = taken {
+                        won.push((k, me.clone(), at));
                     }
                 }
                 won

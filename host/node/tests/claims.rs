@@ -3,7 +3,7 @@
 //! it has ended — also when a new activation was admitted before an older one's end.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_cluster::directory::{ClaimOutcome, Directory};
 use sluice_cluster::membership::{Membership, MembershipTimings};
@@ -13,14 +13,11 @@ use sluice_node::claims::{Claims, Hooks, State};
 use sluice_runtime::{ActivationHooks, ActorId, ErrorCode};
 
 async fn wait_released(dir: &Directory, id: &str) {
-    let start = Instant::now();
-    while dir.lookup(id).await.unwrap().is_some() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{id} never released"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("the directory entry of {id} to be released");
+    sluice_test_wait::wait_until_async(Duration::from_secs(5), &what, || async {
+        dir.lookup(id).await.unwrap().is_none()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

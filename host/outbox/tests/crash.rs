@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -111,18 +111,25 @@ fn sigkill_mid_relay_loses_nothing_and_bounds_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_child(dir.path());
     // Wait (bounded) until the relay is well into the backlog, then SIGKILL it.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while log_lines(dir.path()) < N / 5 {
-        assert!(
-            Instant::now() < deadline,
-            "child delivered too little before the kill"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "child exited before the kill"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let wait = sluice_test_wait::wait_until(
+        Duration::from_secs(300),
+        "the child host to deliver a fifth of the backlog before the kill",
+        || {
+            if log_lines(dir.path()) >= N / 5 {
+                return true;
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "child exited before the kill"
+            );
+            false
+        },
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(wait);
     child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
     let at_kill = log_lines(dir.path());

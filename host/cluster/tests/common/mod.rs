@@ -30,4 +30,4 @@ pub async fn host(url: &str, cluster: &str, node: &str, ttl_ms: u64) -> Connecti
 }
 
 #[allow(unused_imports)] // not every suite waits
-pub use sluice_test_wait::wait_until_async;
+pub use sluice_test_wait::{wait_for, wait_until_async};
