@@ -10,7 +10,10 @@ use std::path::Path;
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    // At run time: a build script compiled in one checkout can be run for another that shares
+    // the target dir (a worktree), and env!() would name the first.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("migrations");
     for backend in ["sqlite", "postgres"] {
         let dir = root.join(backend);
         println!("cargo:rerun-if-changed={}", dir.display());
