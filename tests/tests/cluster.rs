@@ -1045,9 +1045,12 @@ async fn a_joining_host_takes_its_share_of_outbox_partitions_under_load_and_fifo
 
 /// A trace crosses hosts: a call through h1's ingress to an actor h2 runs is one trace, the
 /// turn on h2 a child of h1's ingress span (the `traceparent` travels in the wire frame), both
-/// hosts exporting to one OTLP receiver.
+/// hosts exporting to one OTLP receiver. And while they export, each host's stderr log still
+/// prints every debug event `RUST_LOG` asks for: the log and the exporter filter per layer,
+/// and a per-layer `RUST_LOG` filter once dropped most `sluice::activations` lines of a
+/// clustered host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_call_to_another_host_is_one_trace_across_both() {
+async fn a_call_to_another_host_is_one_trace_across_both_and_the_logs_keep_their_debug_events() {
     use opentelemetry_proto::tonic::trace::v1::Span;
     let Some(db) = fresh_postgres_database("sluice_cluster_traces").await else {
         return;
@@ -1065,7 +1068,10 @@ async fn a_call_to_another_host_is_one_trace_across_both() {
             node,
             &app_config(),
             &["--otlp-endpoint", &otlp],
-            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+            &[
+                ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+                ("RUST_LOG", "info,sluice::activations=debug"),
+            ],
         )
         .await;
         hosts.push(run);
@@ -1113,6 +1119,52 @@ async fn a_call_to_another_host_is_one_trace_across_both() {
     // h2 ran it; h1 has no Echo live.
     assert_eq!(type_field(&status(&hosts[1]).await, "Echo", "active"), 1);
     assert_eq!(type_field(&status(&hosts[0]).await, "Echo", "active"), 0);
+
+    // 64 more keys through h1's ingress, spread over both hosts: each activation prints its
+    // `activated` line on its owner's stderr.
+    let keys: Vec<String> = (0..64).map(|k| format!("Echo/log{k}")).collect();
+    for key in &keys {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/actors/{key}/ask/echo", hosts[0].ingress))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{key}");
+    }
+    let on_h2 = keys
+        .iter()
+        .filter(|k| owner(k, &["h1", "h2"]) == "h2")
+        .count();
+    assert!(on_h2 > 0 && on_h2 < keys.len(), "{on_h2} of 64 on h2");
+    wait_for(
+        Duration::from_secs(20),
+        "an `activated` line for each of the 64 keys on its owner's stderr",
+        || {
+            let missing: Vec<&String> = keys
+                .iter()
+                .filter(|k| {
+                    let field = format!("actor={k} ");
+                    let of_owner = &hosts[if owner(k, &["h1", "h2"]) == "h1" {
+                        0
+                    } else {
+                        1
+                    }];
+                    !of_owner.stderr_lines().iter().any(|l| {
+                        l.contains("sluice::activations")
+                            && l.contains("activated")
+                            && l.contains(&field)
+                    })
+                })
+                .collect();
+            std::future::ready(if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(missing)
+            })
+        },
+    )
+    .await;
     drop(nats);
 }
 

@@ -874,3 +874,80 @@ async fn spans_still_batched_at_sigterm_are_exported_before_exit() {
     root_ingress(&spans, &ingress_id);
     one(&spans, "turn", |s| s.name == "turn");
 }
+
+/// With an endpoint the stderr log and the exporter each have a filter of their own (per-layer
+/// filters, whose shared per-thread state has dropped events upstream, tracing#2704): the log
+/// must still print every debug event `RUST_LOG` asks for while spans are exported and the
+/// relay works. Every activation logs one `activated` line (`sluice::activations`, the line the
+/// cluster tests prove single activation with); 48 asks and 16 dispatched jobs to distinct keys
+/// must show 64 of them, and the asks' traces must arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_endpoint_the_log_still_prints_every_debug_event_rust_log_asks_for() {
+    let (otlp, received) = otlp_receiver().await;
+    let dir = rust_app(&["echo", "slow"], APP);
+    let run = SluiceRun::start(
+        &sluice_binary("sluice-traces"),
+        dir.path(),
+        &["--otlp-endpoint", &otlp],
+        &[
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            (
+                "RUST_LOG",
+                "info,sluice::activations=debug,sluice::outbox=debug",
+            ),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let mut keys = Vec::new();
+    let mut traces = Vec::new();
+    for i in 0..48 {
+        let resp = http
+            .post(format!("{}/actors/Echo/a{i}/ask/echo", run.ingress))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        traces.push(response_trace(&resp).0);
+        keys.push(format!("Echo/a{i}"));
+    }
+    for i in 0..16 {
+        let job = serde_json::json!({"targets": [format!("Echo/b{i}")], "msg_type": "record", "payload": "job"});
+        let (_, reply) = ask_traced(&run, "Echo/d/ask/dispatch", None, job.to_string()).await;
+        assert_eq!(reply["ok"], true, "{reply}");
+        keys.push(format!("Echo/b{i}"));
+    }
+    let activated = |run: &SluiceRun| -> Vec<String> {
+        run.stderr_lines()
+            .into_iter()
+            .filter(|l| l.contains("sluice::activations") && l.contains("activated"))
+            .collect()
+    };
+    let logged = |lines: &[String], key: &str| {
+        let field = format!("actor={key} ");
+        lines.iter().any(|l| l.contains(&field))
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "an `activated` line for each of the 64 keys",
+        || {
+            let lines = activated(&run);
+            keys.iter().all(|k| logged(&lines, k))
+        },
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(20),
+        "the 48 asks' traces to be exported",
+        || {
+            let spans = received.spans();
+            traces.iter().all(|t| {
+                spans
+                    .iter()
+                    .any(|s| s.name == "ingress" && hex(&s.trace_id) == *t)
+            })
+        },
+    )
+    .await;
+}

@@ -71,6 +71,33 @@ fn log_filter() -> EnvFilter {
     EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
 }
 
+/// Keeps the two per-layer filters above honest: every callsite's interest becomes
+/// "sometimes", so the subscriber asks the filters again before each span and event.
+///
+/// A per-layer filter hands its verdict to its layer through a per-thread bitmap written by
+/// `enabled` and read by the span or event that follows. A callsite whose interest is cached
+/// as "always" skips `enabled`, so its span reads whatever the last `enabled` call on that
+/// thread left, and a `log_enabled!` that reaches tracing through `tracing-log` (sqlx asks it
+/// after every query) leaves "disabled" behind. With `RUST_LOG=info,sluice::activations=debug`
+/// a clustered host then exported no ingress span and printed almost no activation lines
+/// (tracing#2519; the upstream fix proposed in tracing#3572 caps the interest the same way).
+/// The cost, one filter check per span and event, is paid only with an endpoint set.
+struct FreshFilterState;
+
+impl<S: tracing::Subscriber> Layer<S> for FreshFilterState {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    /// Adds no level of its own: the filters' widest level stays the global bound.
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::OFF)
+    }
+}
+
 /// Installs the global subscriber: the stderr log, plus — when `endpoint` is set — the
 /// OpenTelemetry layer exporting sluice's spans (ingress, turn, dispatch, relay attempt) and
 /// the events inside them (a guest's `host.log` lines) over OTLP. Must run inside a tokio
@@ -113,7 +140,11 @@ pub fn init(endpoint: Option<Endpoint>) -> anyhow::Result<Option<Guard>> {
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_filter(exported);
-    tracing_subscriber::registry().with(fmt).with(otel).init();
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .with(FreshFilterState)
+        .init();
     sluice_trace::enable();
     Ok(Some(Guard(provider)))
 }
