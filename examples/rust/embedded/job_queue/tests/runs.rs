@@ -5,6 +5,11 @@
 use std::path::Path;
 use std::process::Command;
 
+// The driver's scenario list, from the file the example prints its table with.
+#[allow(dead_code)]
+#[path = "../../../../job_queue_outbox/driver/src/report.rs"]
+mod report;
+
 #[test]
 fn the_embedded_job_queue_passes_its_seven_scenarios_in_the_drivers_format() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../..");
@@ -30,16 +35,7 @@ fn the_embedded_job_queue_passes_its_seven_scenarios_in_the_drivers_format() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let scenarios = [
-        "thundering_herd",
-        "config_wave_deploy",
-        "send_heartbeat",
-        "heartbeat_burst",
-        "telemetry_test",
-        "offline_delivery",
-        "poison_message",
-    ];
-    for s in scenarios {
+    for s in report::SCENARIOS {
         assert!(
             stdout
                 .lines()
