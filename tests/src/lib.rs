@@ -508,6 +508,33 @@ pub async fn poly_host(
     Some(host)
 }
 
+/// Copies the folder `from` into `to` (created), leaving out build output and caches
+/// (`build`, `*.egg-info`, `__pycache__`, `.pytest_cache`, `.mypy_cache`, `.ruff_cache`): a
+/// source tree that a build may write into (`pip install` builds a package in place).
+pub fn copy_source_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("creating the copy's folder");
+    for entry in std::fs::read_dir(from).expect("reading the source folder") {
+        let entry = entry.expect("a directory entry");
+        let name = entry.file_name();
+        let skip = [
+            "build",
+            "__pycache__",
+            ".pytest_cache",
+            ".mypy_cache",
+            ".ruff_cache",
+        ];
+        if skip.iter().any(|n| name == *n) || name.to_string_lossy().ends_with(".egg-info") {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_source_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).expect("copying a source file");
+        }
+    }
+}
+
 /// One test per language for each behaviour named.
 #[macro_export]
 macro_rules! per_language {

@@ -688,32 +688,6 @@ const SDK_SHELL: &str = "run from a checkout by sdk_shell_blocks";
 /// here would compile the host again with other features).
 const BUILD_SLUICE: &str = r#"cargo build -p sluice-cli && export PATH="$PWD/target/debug:$PATH""#;
 
-/// Copies `from` into `to` (a new folder), leaving out caches.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-        let name = e.file_name();
-        if [
-            ".pytest_cache",
-            "__pycache__",
-            "build",
-            ".mypy_cache",
-            ".ruff_cache",
-        ]
-        .iter()
-        .any(|n| name == *n)
-            || name.to_string_lossy().ends_with(".egg-info")
-        {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(&name));
-        } else {
-            std::fs::copy(e.path(), to.join(&name)).unwrap();
-        }
-    }
-}
-
 /// Runs every `sh` block of `guests/LANG/README.md` as the reader would: in order, each in a
 /// bash of its own (`set -euo pipefail`) started in a checkout, with `sluice` on `PATH`,
 /// `path/to/actor` a project `sluice new LANG` made and `/path/to/sluice` that checkout.
@@ -753,7 +727,7 @@ fn sdk_shell_blocks(lang: &str) {
     {
         let to = checkout.join("guests").join(e.file_name());
         if e.file_name() == "python" && lang == "python" {
-            copy_tree(&e.path(), &to);
+            sluice_tests::copy_source_tree(&e.path(), &to);
         } else {
             std::os::unix::fs::symlink(e.path(), to).unwrap();
         }

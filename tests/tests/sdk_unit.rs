@@ -119,7 +119,7 @@ async fn rust_template_tests_builds_and_answers_on_the_real_host() {
 fn python_sdk_installs_with_pip_into_a_venv() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("python");
-    copy_dir(&root().join("guests/python"), &src);
+    sluice_tests::copy_source_tree(&root().join("guests/python"), &src);
     let venv = tmp.path().join("venv");
     run_in(
         tmp.path(),
@@ -184,24 +184,6 @@ fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "__pycache__" || name == "build" || name.to_string_lossy().ends_with(".egg-info")
-        {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 #[test]
