@@ -39,7 +39,7 @@ pub use bytes::Bytes;
 pub use channel::PostgresChannel;
 #[cfg(feature = "sqlite")]
 pub use channel::SqliteChannel;
-pub use channel::{Backend, Channel, EnqueueOptions};
+pub use channel::{Backend, Channel, EnqueueOptions, Promoted};
 pub use clock::{Clock, SystemClock, TokioClock, now_ms};
 pub use config::{OutboxConfig, OutboxConfigBuilder};
 pub use delivery::{Delivery, DeliveryError, DispatchMode, Envelope, Exhausted};
@@ -47,7 +47,7 @@ pub use error::{Error, Result};
 pub use message::{
     Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewMessage, OutboxMessage, PartitionStats,
 };
-pub use outbox::{DispatchOutcome, DispatchResult, Outbox};
+pub use outbox::{DispatchOutcome, DispatchResult, MAX_REMINDER_NAME, Outbox};
 pub use relay::RelayHandle;
 pub use sluice_flow::backoff::{RetryBudgetConfig, RetryPolicy};
 pub use sluice_flow::limiter::{ConcurrencyConfig, ConcurrencyStrategy};

@@ -71,6 +71,22 @@ pub fn describe() {
         "Capacity refusals seen by a limiter (multiplicative-decrease signals), by partition and actor_type."
     );
     describe_counter!(
+        "sluice_outbox_reminders_armed_total",
+        "Durable reminders stored by outbox.remind (re-arming a name counts again); refused ones (max_reminders_per_actor) are not counted."
+    );
+    describe_counter!(
+        "sluice_outbox_reminders_cancelled_total",
+        "Pending durable reminders deleted by outbox.cancel-reminder."
+    );
+    describe_counter!(
+        "sluice_outbox_reminders_promoted_total",
+        "Durable reminders that came due and were moved into the outbox for the relay to deliver."
+    );
+    describe_gauge!(
+        "sluice_outbox_reminder_lag_seconds",
+        "How late this host moved the earliest reminder it knew of into the outbox, in seconds after its due time (its last promotion of one)."
+    );
+    describe_counter!(
         "sluice_outbox_dispatch_targets_total",
         "Targets of outbox.dispatch calls, by outcome: delivered (by the immediate attempt), deduplicated (absorbed by its idempotency key), queued_behind_pending / queued_delayed / queued_at_limit / queued_refused / queued_failed / queued_out_of_time (left for the relay, and why), not_found / expired / dead_lettered (dead-lettered at once)."
     );

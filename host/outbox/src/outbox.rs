@@ -22,6 +22,9 @@ use crate::message::{
 };
 use crate::url::DatabaseUrl;
 
+/// Longest reminder name [`Outbox::remind`] takes, in bytes.
+pub const MAX_REMINDER_NAME: usize = 256;
+
 /// What [`Outbox::dispatch`] did with one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DispatchOutcome {
@@ -136,6 +139,11 @@ pub(crate) struct Inner {
     /// Every `now` of the outbox (stored timestamps, backoffs, leases) comes from here.
     pub clock: Arc<dyn Clock>,
     last_seq: AtomicI64,
+    /// When the earliest reminder known to this host is due (`i64::MAX`: none known); the
+    /// reminder pump sleeps until then (or at most `REMINDER_POLL_MS`).
+    pub next_reminder: AtomicI64,
+    /// Woken when a reminder armed here is due before `next_reminder` was.
+    pub reminder_armed: Notify,
 }
 
 /// The durable outbox. Cheap to clone (an `Arc` inside).
@@ -299,6 +307,8 @@ impl Outbox {
                 wakers,
                 clock,
                 last_seq,
+                next_reminder: AtomicI64::new(i64::MAX),
+                reminder_armed: Notify::new(),
             }),
         })
     }
@@ -412,6 +422,59 @@ impl Outbox {
             .await?;
         self.inner.wake(rows.iter().map(|r| r.partition));
         Ok(out)
+    }
+
+    /// Arm a durable reminder: `msg` (sent by its receiver to itself, due after its
+    /// `delay_ms`) is stored before this returns and moved into the outbox when due by the
+    /// reminder pump of any host relaying this store, then delivered like any stored message
+    /// (at least once). A non-empty `name` (at most [`MAX_REMINDER_NAME`] bytes) replaces the
+    /// receiver's pending reminder of that name. Returns `false`, storing nothing, when the
+    /// receiver has `max_pending` other reminders pending.
+    pub async fn remind(&self, msg: NewMessage, name: &str, max_pending: u32) -> Result<bool> {
+        if name.len() > MAX_REMINDER_NAME {
+            return Err(Error::InvalidArgument(format!(
+                "reminder name of {} bytes exceeds {MAX_REMINDER_NAME}",
+                name.len()
+            )));
+        }
+        if msg.ttl_ms.is_some() || msg.idempotency_key.is_some() {
+            return Err(Error::InvalidArgument(
+                "a reminder has no ttl and no idempotency key (its name replaces)".into(),
+            ));
+        }
+        let now = self.now_ms();
+        let row = self
+            .inner
+            .prepare(vec![msg], now)?
+            .pop()
+            .expect("one row per message");
+        let armed = self
+            .inner
+            .channel
+            .arm_reminder(&row, name, max_pending)
+            .await?;
+        if armed {
+            metrics::counter!("sluice_outbox_reminders_armed_total").increment(1);
+            if self
+                .inner
+                .next_reminder
+                .fetch_min(row.send_at, Ordering::AcqRel)
+                > row.send_at
+            {
+                self.inner.reminder_armed.notify_one();
+            }
+        }
+        Ok(armed)
+    }
+
+    /// Cancel `receiver`'s pending reminder `name`: whether one was pending (a reminder
+    /// already moved into the outbox is being delivered and is not cancelled).
+    pub async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool> {
+        let cancelled = self.inner.channel.cancel_reminder(receiver, name).await?;
+        if cancelled {
+            metrics::counter!("sluice_outbox_reminders_cancelled_total").increment(1);
+        }
+        Ok(cancelled)
     }
 
     /// Store one message per target durably (one transaction), then make one immediate

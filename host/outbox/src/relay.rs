@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -37,6 +38,9 @@ pub struct RelayHandle {
     inner: Arc<Inner>,
     delivery: Arc<dyn Delivery>,
     workers: BTreeMap<u32, Running>,
+    /// The reminder pump: moves due reminders into the outbox while the handle lives,
+    /// whichever partitions this host relays.
+    pump: Option<Running>,
 }
 
 impl std::fmt::Debug for RelayHandle {
@@ -57,11 +61,15 @@ impl RelayHandle {
     /// Signal every worker to stop after its current batch, and wait until they have.
     pub async fn shutdown(mut self) {
         self.assign([]).await;
+        if let Some(pump) = self.pump.take() {
+            let _ = pump.stop.send(true);
+            let _ = pump.task.await;
+        }
     }
 
     /// Abort the workers without settling (tests: simulates a relay that died mid-batch).
     pub fn abort(self) {
-        for w in self.workers.values() {
+        for w in self.workers.values().chain(&self.pump) {
             w.task.abort();
         }
     }
@@ -138,14 +146,80 @@ impl Outbox {
         delivery: Arc<dyn Delivery>,
         partitions: impl IntoIterator<Item = u32>,
     ) -> RelayHandle {
+        let (stop, rx) = watch::channel(false);
+        let pump = Running {
+            stop,
+            task: tokio::spawn(pump_reminders(self.inner.clone(), rx)),
+        };
         let mut handle = RelayHandle {
             inner: self.inner.clone(),
             delivery,
             workers: BTreeMap::new(),
+            pump: Some(pump),
         };
         // Nothing to wait for: no worker runs yet.
         drop(handle.assign(partitions));
         handle
+    }
+}
+
+/// Longest the reminder pump sleeps without looking at the store: a reminder this host did
+/// not arm (another host's on a shared Postgres, or one armed before a restart) is moved into
+/// the outbox at most this late.
+pub(crate) const REMINDER_POLL_MS: i64 = 1000;
+/// Most reminders moved per statement (the next statement follows at once when it was full).
+const PROMOTE_LIMIT: u32 = 1000;
+
+/// Moves due reminders into the outbox (waking the relay workers of their partitions) until
+/// `stop`: at the earliest due time it knows, when a nearer one is armed here, and at least
+/// every [`REMINDER_POLL_MS`].
+async fn pump_reminders(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
+    let promoted = metrics::counter!("sluice_outbox_reminders_promoted_total");
+    let lag = metrics::gauge!("sluice_outbox_reminder_lag_seconds");
+    // Back-off after a failed statement, so a store that is down is not asked in a loop.
+    let retry = (inner.config.relay_interval_ms as i64).max(100);
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let now = inner.clock.now_ms();
+        let known_due = inner.next_reminder.load(Ordering::Acquire);
+        let mut floor = 0;
+        // An arm that lowers `next_reminder` while the statement runs also leaves a wake-up
+        // permit, so the pump looks again at once.
+        match inner.channel.promote_reminders(now, PROMOTE_LIMIT).await {
+            Ok(moved) => {
+                inner
+                    .next_reminder
+                    .store(moved.next_due.unwrap_or(i64::MAX), Ordering::Release);
+                if !moved.partitions.is_empty() {
+                    let n = moved.partitions.len();
+                    tracing::debug!(target: "sluice::outbox", reminders = n, "reminders due");
+                    promoted.increment(n as u64);
+                    if known_due <= now {
+                        lag.set((now - known_due) as f64 / 1000.0);
+                    }
+                    inner.wake(moved.partitions.iter().copied());
+                    if n as u32 >= PROMOTE_LIMIT {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "moving due reminders into the outbox failed");
+                floor = retry;
+            }
+        }
+        let next = inner.next_reminder.load(Ordering::Acquire);
+        let wait = next
+            .saturating_sub(inner.clock.now_ms())
+            .clamp(floor, REMINDER_POLL_MS.max(floor));
+        tokio::select! {
+            _ = inner.reminder_armed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
+            _ = stop.changed() => break,
+        }
     }
 }
 

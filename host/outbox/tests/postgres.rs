@@ -36,6 +36,10 @@ on_postgres!(
     a_delayed_low_id_message_is_not_starved_by_full_batches,
     fifo_holds_under_backoff_while_batches_stay_full,
     dispatch_gives_up_at_the_callers_deadline,
+    reminders_arrive_when_due_named_ones_replace_and_cancelled_ones_never,
+    reminders_past_the_cap_are_refused_but_a_pending_name_can_be_rearmed,
+    reminders_armed_before_a_restart_arrive_after_it,
+    hosts_promoting_at_once_move_each_reminder_once,
 );
 
 /// Two hosts (two `Outbox`es, two pools) relay the same partitions of one Postgres: no message

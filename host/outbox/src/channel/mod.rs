@@ -162,6 +162,20 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Stores a durable reminder: `row` (its `send_at` is the due time) waits in the reminder
+    /// table until [`Channel::promote_reminders`] moves it into the outbox. A non-empty `name`
+    /// replaces the pending reminder of that name of `row.msg.receiver`. Returns `false`, and
+    /// stores nothing, when the receiver has `max_pending` other reminders pending.
+    async fn arm_reminder(&self, row: &NewRow, name: &str, max_pending: u32) -> Result<bool>;
+
+    /// Deletes `receiver`'s pending reminder `name`; whether one was pending.
+    async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool>;
+
+    /// Moves up to `limit` reminders due at `now_ms` into the outbox in one transaction, as
+    /// pending rows visible at once (so they queue behind what their receivers already have
+    /// pending). Any number of hosts may call it at once: each reminder is moved once.
+    async fn promote_reminders(&self, now_ms: i64, limit: u32) -> Result<Promoted>;
+
     /// Ends every partition lease held under `name` (a member the cluster saw die), so each
     /// partition's next owner takes it at once instead of waiting out `lease_ms`. The dead
     /// host's claims died with it; its partitions' rows are delivered again (at least once).
@@ -169,6 +183,36 @@ pub trait Channel: Send + Sync + 'static {
     async fn end_leases_of(&self, _name: &str) -> Result<u64> {
         Ok(0)
     }
+}
+
+/// What [`Channel::promote_reminders`] moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Promoted {
+    /// The partition of each row moved into the outbox.
+    pub partitions: Vec<u32>,
+    /// When the earliest reminder still waiting is due (ms since the Unix epoch), if any.
+    pub next_due: Option<i64>,
+}
+
+/// The reminder columns [`Channel::arm_reminder`] writes, in the order it binds them.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const REMINDER_COLUMNS: &str = "receiver, name, due_at, tenant, namespace, channel, \
+    partition, receiver_type, msg_type, payload, principal, headers, sequence_number, \
+    created_at, traceparent";
+
+/// Moving due reminders into the outbox: the `INSERT … SELECT` both backends run over the rows
+/// chosen by `FROM {from}`. A reminder becomes a cast from its receiver to itself, pending
+/// from `now` (bound as `{now}`), with no key and no expiry.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn promote_sql(now: &str, from: &str) -> String {
+    format!(
+        "INSERT INTO outbox_messages (tenant, namespace, channel, partition, sender, receiver, \
+         receiver_type, msg_type, payload, principal, headers, idempotency_key, conflict, \
+         sequence_number, send_at, created_at, expires_at, mode, traceparent) \
+         SELECT tenant, namespace, channel, partition, receiver, receiver, receiver_type, \
+         msg_type, payload, principal, headers, '', 'append', sequence_number, 0, {now}, 0, \
+         'cast', traceparent FROM {from} ORDER BY due_at, id RETURNING receiver, partition"
+    )
 }
 
 /// Column list shared by every `RETURNING`/`SELECT` that builds an [`OutboxMessage`].

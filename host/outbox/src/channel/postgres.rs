@@ -35,7 +35,7 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::enqueue::{self, EnqueueTx, Insert};
 use super::plan::Existing;
-use super::{Backend, COLUMNS, Channel, EnqueueOptions};
+use super::{Backend, COLUMNS, Channel, EnqueueOptions, Promoted, REMINDER_COLUMNS};
 use crate::error::{Error, Result};
 use crate::message::{
     DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
@@ -718,6 +718,88 @@ impl Channel for PostgresChannel {
         .execute(&self.relay)
         .await?
         .rows_affected())
+    }
+
+    /// One statement. The cap counts what the statement's snapshot sees: one actor's turns
+    /// run one at a time on one host, so its own arms never race each other.
+    async fn arm_reminder(&self, row: &NewRow, name: &str, max_pending: u32) -> Result<bool> {
+        let m = &row.msg;
+        let sql = format!(
+            "INSERT INTO outbox_reminders ({REMINDER_COLUMNS}) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+             WHERE (SELECT COUNT(*) FROM outbox_reminders \
+                    WHERE receiver = $1 AND ($2 = '' OR name <> $2)) < $16 \
+             ON CONFLICT (receiver, name) WHERE name <> '' DO UPDATE SET \
+             due_at = excluded.due_at, msg_type = excluded.msg_type, payload = excluded.payload, \
+             principal = excluded.principal, headers = excluded.headers, \
+             sequence_number = excluded.sequence_number, created_at = excluded.created_at, \
+             traceparent = excluded.traceparent"
+        );
+        let done = sqlx::query(&sql)
+            .bind(m.receiver.as_str())
+            .bind(name)
+            .bind(row.send_at)
+            .bind(m.tenant.as_str())
+            .bind(m.namespace.as_str())
+            .bind(m.channel.as_str())
+            .bind(i64::from(row.partition))
+            .bind(crate::message::actor_type_of(&m.receiver))
+            .bind(m.msg_type.as_str())
+            .bind(m.payload.as_ref())
+            .bind(m.principal.as_deref().unwrap_or(""))
+            .bind(row.headers_json.as_str())
+            .bind(row.sequence_number)
+            .bind(row.created_at)
+            .bind(m.trace.map(|t| t.to_string()))
+            .bind(i64::from(max_pending))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool> {
+        if name.is_empty() {
+            return Ok(false);
+        }
+        let done = sqlx::query("DELETE FROM outbox_reminders WHERE receiver = $1 AND name = $2")
+            .bind(receiver)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// One statement moves the rows (delete and insert commit together); `SKIP LOCKED` lets
+    /// the hosts that share the store promote at once without moving a row twice.
+    async fn promote_reminders(&self, now_ms: i64, limit: u32) -> Result<Promoted> {
+        const NEXT: &str = "SELECT MIN(due_at) FROM outbox_reminders";
+        let next: Option<i64> = sqlx::query_scalar(NEXT).fetch_one(&self.pool).await?;
+        if next.is_none_or(|due| due > now_ms) {
+            return Ok(Promoted {
+                partitions: Vec::new(),
+                next_due: next,
+            });
+        }
+        let sql = format!(
+            "WITH due AS (DELETE FROM outbox_reminders WHERE id IN (SELECT id \
+             FROM outbox_reminders WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2 \
+             FOR UPDATE SKIP LOCKED) RETURNING *) {}",
+            super::promote_sql("$1", "due")
+        );
+        let moved = sqlx::query(&sql)
+            .bind(now_ms)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        let partitions = moved
+            .iter()
+            .map(|row| Ok(row.try_get::<i64, _>(1)? as u32))
+            .collect::<Result<Vec<u32>>>()?;
+        let next_due: Option<i64> = sqlx::query_scalar(NEXT).fetch_one(&self.pool).await?;
+        Ok(Promoted {
+            partitions,
+            next_due,
+        })
     }
 
     async fn max_sequence(&self) -> Result<i64> {

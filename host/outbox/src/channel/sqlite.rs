@@ -34,7 +34,7 @@ use tokio::sync::{MappedMutexGuard, Mutex as AsyncMutex, MutexGuard};
 
 use super::enqueue::{self, EnqueueTx, Insert};
 use super::plan::Existing;
-use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions};
+use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions, Promoted, REMINDER_COLUMNS};
 use crate::delivery::DispatchMode;
 use crate::error::Result;
 use crate::message::{
@@ -654,6 +654,98 @@ impl Channel for SqliteChannel {
         .execute(&mut *self.connection().await?)
         .await?
         .rows_affected())
+    }
+
+    /// One statement: the count of the receiver's other reminders and the insert (or the
+    /// replacement of a named one) run under the one writer, so the cap holds exactly.
+    async fn arm_reminder(&self, row: &NewRow, name: &str, max_pending: u32) -> Result<bool> {
+        let m = &row.msg;
+        let sql = format!(
+            "INSERT INTO outbox_reminders ({REMINDER_COLUMNS}) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 \
+             WHERE (SELECT COUNT(*) FROM outbox_reminders \
+                    WHERE receiver = ?1 AND (?2 = '' OR name <> ?2)) < ?16 \
+             ON CONFLICT (receiver, name) WHERE name <> '' DO UPDATE SET \
+             due_at = excluded.due_at, msg_type = excluded.msg_type, payload = excluded.payload, \
+             principal = excluded.principal, headers = excluded.headers, \
+             sequence_number = excluded.sequence_number, created_at = excluded.created_at, \
+             traceparent = excluded.traceparent"
+        );
+        let done = sqlx::query(&sql)
+            .bind(m.receiver.as_str())
+            .bind(name)
+            .bind(row.send_at)
+            .bind(m.tenant.as_str())
+            .bind(m.namespace.as_str())
+            .bind(m.channel.as_str())
+            .bind(i64::from(row.partition))
+            .bind(crate::message::actor_type_of(&m.receiver))
+            .bind(m.msg_type.as_str())
+            .bind(m.payload.as_ref())
+            .bind(m.principal.as_deref().unwrap_or(""))
+            .bind(row.headers_json.as_str())
+            .bind(row.sequence_number)
+            .bind(row.created_at)
+            .bind(m.trace.map(|t| t.to_string()))
+            .bind(i64::from(max_pending))
+            .execute(&mut *self.connection().await?)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool> {
+        if name.is_empty() {
+            return Ok(false);
+        }
+        let done = sqlx::query("DELETE FROM outbox_reminders WHERE receiver = ? AND name = ?")
+            .bind(receiver)
+            .bind(name)
+            .execute(&mut *self.connection().await?)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The insert and the delete choose the same rows: nothing else writes between them (one
+    /// writer connection, held for the transaction).
+    async fn promote_reminders(&self, now_ms: i64, limit: u32) -> Result<Promoted> {
+        const DUE: &str = "outbox_reminders WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2";
+        let mut conn = self.connection().await?;
+        let next: Option<i64> = sqlx::query_scalar("SELECT MIN(due_at) FROM outbox_reminders")
+            .fetch_one(&mut *conn)
+            .await?;
+        if next.is_none_or(|due| due > now_ms) {
+            return Ok(Promoted {
+                partitions: Vec::new(),
+                next_due: next,
+            });
+        }
+        let mut tx = conn.begin().await?;
+        let moved = sqlx::query(&super::promote_sql("?1", &format!("(SELECT * FROM {DUE})")))
+            .bind(now_ms)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        sqlx::query(&format!(
+            "DELETE FROM outbox_reminders WHERE id IN (SELECT id FROM {DUE})"
+        ))
+        .bind(now_ms)
+        .bind(i64::from(limit))
+        .execute(&mut *tx)
+        .await?;
+        let next_due: Option<i64> = sqlx::query_scalar("SELECT MIN(due_at) FROM outbox_reminders")
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut partitions = Vec::with_capacity(moved.len());
+        let mut ledger = self.ledger.lock();
+        for row in &moved {
+            ledger.add_pending(row.try_get::<&str, _>(0)?, 1);
+            partitions.push(row.try_get::<i64, _>(1)? as u32);
+        }
+        Ok(Promoted {
+            partitions,
+            next_due,
+        })
     }
 }
 

@@ -1104,3 +1104,158 @@ pub async fn dispatch_gives_up_at_the_callers_deadline(store: Store) {
     assert_eq!(w1, [("slow".to_string(), 2)]);
     assert_eq!(payloads_of(&rx, "W/2"), ["late"]);
 }
+
+/// The delivery times (tokio clock) of `receiver`'s deliveries, after `t0`, in ms.
+fn delivered_after(rx: &TestReceiver, receiver: &str, t0: tokio::time::Instant) -> Vec<u64> {
+    rx.delivered()
+        .into_iter()
+        .filter(|s| s.receiver == receiver)
+        .map(|s| (s.at - t0).as_millis() as u64)
+        .collect()
+}
+
+/// Durable reminders: each arrives once when due (not before, and within a few ms on an idle
+/// relay), a name armed again replaces its pending reminder, a cancelled one never arrives,
+/// and pending reminders never hold back the receiver's ordinary messages.
+pub async fn reminders_arrive_when_due_named_ones_replace_and_cancelled_ones_never(store: Store) {
+    let outbox = store
+        .open(fast_config().partitions(2).build().unwrap())
+        .await;
+    let rx = TestReceiver::new();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    let t0 = tokio::time::Instant::now();
+    let remind = |name: &'static str, delay: u64, payload: &'static str| {
+        outbox.remind(msg("Clock/1", payload).with_delay_ms(delay), name, 10)
+    };
+    assert!(remind("", 1_000, "anon").await.unwrap());
+    assert!(remind("tick", 500, "first").await.unwrap());
+    assert!(remind("tick", 2_000, "second").await.unwrap(), "re-armed");
+    assert!(remind("gone", 700, "cancelled").await.unwrap());
+    assert!(outbox.cancel_reminder("Clock/1", "gone").await.unwrap());
+    assert!(!outbox.cancel_reminder("Clock/1", "gone").await.unwrap());
+    assert!(
+        !outbox.cancel_reminder("Clock/2", "tick").await.unwrap(),
+        "names are per actor"
+    );
+    assert!(!outbox.cancel_reminder("Clock/1", "").await.unwrap());
+    outbox.store(msg("Clock/1", "now")).await.unwrap();
+    rx.wait_for("the message and two reminders", T, |r| {
+        r.delivered_count() >= 3
+    })
+    .await;
+    // Past the cancelled one's due time and the replaced one's: nothing else arrives.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "Clock/1"), ["now", "anon", "second"]);
+    let at = delivered_after(&rx, "Clock/1", t0);
+    assert!(
+        at[0] < 100,
+        "the ordinary message waited for nothing: {at:?}"
+    );
+    assert!((1_000..1_100).contains(&at[1]), "due at 1000 ms: {at:?}");
+    assert!(
+        (2_000..2_100).contains(&at[2]),
+        "re-armed for 2000 ms: {at:?}"
+    );
+}
+
+/// `max_pending` counts a receiver's pending reminders: one more is refused (nothing stored),
+/// re-arming a pending name is not one more, and a cancelled or delivered one frees its place.
+pub async fn reminders_past_the_cap_are_refused_but_a_pending_name_can_be_rearmed(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    let remind = |name: &'static str, delay: u64| {
+        outbox.remind(msg("Capped/1", name).with_delay_ms(delay), name, 2)
+    };
+    assert!(remind("", 100).await.unwrap());
+    assert!(remind("a", 60_000).await.unwrap());
+    assert!(!remind("", 60_000).await.unwrap(), "a third is refused");
+    assert!(!remind("b", 60_000).await.unwrap(), "a third name too");
+    assert!(
+        remind("a", 30_000).await.unwrap(),
+        "re-arming a pending name"
+    );
+    // Another receiver has a cap of its own.
+    assert!(
+        outbox
+            .remind(msg("Capped/2", "x").with_delay_ms(1), "", 2)
+            .await
+            .unwrap()
+    );
+    assert!(outbox.cancel_reminder("Capped/1", "a").await.unwrap());
+    assert!(
+        remind("b", 60_000).await.unwrap(),
+        "the cancelled one's place"
+    );
+    // Once the 100 ms one is due and delivered, its place is free too.
+    let rx = TestReceiver::new();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the due reminders", T, |r| r.delivered_count() >= 2)
+        .await;
+    assert!(remind("c", 60_000).await.unwrap());
+    assert!(!remind("d", 60_000).await.unwrap());
+    relay.shutdown().await;
+    let long = "n".repeat(sluice_outbox::MAX_REMINDER_NAME + 1);
+    let err = outbox
+        .remind(msg("Capped/3", "x"), &long, 2)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, sluice_outbox::Error::InvalidArgument(_)),
+        "{err}"
+    );
+}
+
+/// Reminders are in the store, not in the process: armed before a restart (no relay ran), each
+/// arrives after it at its due time, and one already due arrives at once.
+pub async fn reminders_armed_before_a_restart_arrive_after_it(store: Store) {
+    let config = fast_config().build().unwrap();
+    let outbox = store.open(config.clone()).await;
+    let t0 = tokio::time::Instant::now();
+    for (name, delay) in [("soon", 50), ("later", 3_000)] {
+        let m = msg("Sleeper/1", name).with_delay_ms(delay);
+        assert!(outbox.remind(m, name, 10).await.unwrap());
+    }
+    drop(outbox);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let reopened = store.open(config).await;
+    let rx = TestReceiver::new();
+    let relay = reopened.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("both reminders", T, |r| r.delivered_count() >= 2)
+        .await;
+    relay.shutdown().await;
+    assert_eq!(payloads_of(&rx, "Sleeper/1"), ["soon", "later"]);
+    let at = delivered_after(&rx, "Sleeper/1", t0);
+    assert!(
+        (1_000..1_100).contains(&at[0]),
+        "overdue: at once after the restart {at:?}"
+    );
+    assert!((3_000..3_100).contains(&at[1]), "on time {at:?}");
+}
+
+/// Hosts sharing a store promote due reminders at once (each host's pump): every reminder is
+/// moved into the outbox exactly once.
+pub async fn hosts_promoting_at_once_move_each_reminder_once(store: Store) {
+    let config = fast_config().partitions(4).build().unwrap();
+    let (a, b) = (store.open(config.clone()).await, store.open(config).await);
+    for i in 0..600 {
+        let m = msg(&format!("Many/{}", i % 50), &i.to_string());
+        assert!(a.remind(m, "", 1_000).await.unwrap());
+    }
+    let now = a.now_ms();
+    let drain = |ob: sluice_outbox::Outbox| async move {
+        let mut moved = 0;
+        loop {
+            let p = ob.channel().promote_reminders(now, 16).await.unwrap();
+            if p.partitions.is_empty() {
+                return moved;
+            }
+            moved += p.partitions.len();
+        }
+    };
+    let (x, y) = tokio::join!(drain(a.clone()), drain(b.clone()));
+    assert_eq!(x + y, 600, "moved by a: {x}, by b: {y}");
+    let depth: u64 = a.stats().await.unwrap().iter().map(|s| s.depth).sum();
+    assert_eq!(depth, 600, "each reminder is one pending message");
+    let next = a.channel().promote_reminders(now, 16).await.unwrap();
+    assert_eq!(next, sluice_outbox::Promoted::default(), "none left");
+}

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sluice_outbox::channel::{Backend, Channel, EnqueueOptions};
+use sluice_outbox::channel::{Backend, Channel, EnqueueOptions, Promoted};
 use sluice_outbox::message::{NewRow, Settlement};
 use sluice_outbox::{
     DeadLetter, DlqSelector, EnqueueOutcome, OutboxMessage, PartitionStats, Result,
@@ -94,5 +94,14 @@ impl Channel for Frozen {
     }
     async fn end_leases_of(&self, name: &str) -> Result<u64> {
         frozen(self.0.end_leases_of(name)).await
+    }
+    async fn arm_reminder(&self, row: &NewRow, name: &str, max_pending: u32) -> Result<bool> {
+        frozen(self.0.arm_reminder(row, name, max_pending)).await
+    }
+    async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool> {
+        frozen(self.0.cancel_reminder(receiver, name)).await
+    }
+    async fn promote_reminders(&self, now_ms: i64, limit: u32) -> Result<Promoted> {
+        frozen(self.0.promote_reminders(now_ms, limit)).await
     }
 }
