@@ -242,6 +242,22 @@ func (witBackend) TellReliable(to, msgType string, payload []byte) (DeliveryPath
 	return Direct, nil
 }
 
+func (witBackend) Remind(name string, delayMs uint64, msgType string, payload []byte) error {
+	r := sluice_actor_outbox.Remind(name, delayMs, msgType, payload)
+	if r.IsErr() {
+		return fromWit(r.Err())
+	}
+	return nil
+}
+
+func (witBackend) CancelReminder(name string) (bool, error) {
+	r := sluice_actor_outbox.CancelReminder(name)
+	if r.IsErr() {
+		return false, fromWit(r.Err())
+	}
+	return r.Ok(), nil
+}
+
 func (witBackend) Publish(topic string, payload []byte) error {
 	r := sluice_actor_bus.Publish(topic, payload)
 	if r.IsErr() {

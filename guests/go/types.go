@@ -311,6 +311,8 @@ type Backend interface {
 	Log(level Level, msg string)
 	Dispatch(req DispatchRequest) (DispatchResult, error)
 	TellReliable(to, msgType string, payload []byte) (DeliveryPath, error)
+	Remind(name string, delayMs uint64, msgType string, payload []byte) error
+	CancelReminder(name string) (bool, error)
 	Publish(topic string, payload []byte) error
 }
 

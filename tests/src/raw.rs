@@ -128,6 +128,21 @@ impl outbox::Host for RawState {
     ) -> wasmtime::Result<Result<wit::DeliveryPath, wit::ActorError>> {
         Ok(Err(unavailable()))
     }
+    async fn remind(
+        &mut self,
+        _: String,
+        _: u64,
+        _: String,
+        _: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), wit::ActorError>> {
+        Ok(Err(unavailable()))
+    }
+    async fn cancel_reminder(
+        &mut self,
+        _: String,
+    ) -> wasmtime::Result<Result<bool, wit::ActorError>> {
+        Ok(Err(unavailable()))
+    }
 }
 
 impl bus::Host for RawState {

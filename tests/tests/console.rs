@@ -710,6 +710,10 @@ const FAMILIES: &[&str] = &[
     "sluice_outbox_limiter_success_total",
     "sluice_outbox_limiter_rejection_total",
     "sluice_outbox_dispatch_targets_total",
+    "sluice_outbox_reminders_armed_total",
+    "sluice_outbox_reminders_cancelled_total",
+    "sluice_outbox_reminders_promoted_total",
+    "sluice_outbox_reminder_lag_seconds",
     // bus (host/bus/src/metrics.rs)
     "sluice_bus_events_published_total",
     "sluice_bus_receiver_lagged_total",
@@ -865,6 +869,12 @@ async fn a_busy_hosts_metrics_pass_promtool_check_metrics_with_every_family_pres
     )
     .await;
     ask(&run, "Echo/1", "dispatch", json!({"targets": ["Slow/b", "Slow/c", "Nobody/1"], "msg_type": "x", "payload": "50", "mode": "cast"})).await;
+    // A reminder due at once (armed, promoted, its lag measured) and one cancelled.
+    for (name, delay) in [("", 0), ("later", 60_000)] {
+        let req = json!({"name": name, "delay_ms": delay, "msg_type": "x", "payload": "r"});
+        ask(&run, "Echo/1", "remind", req).await;
+    }
+    ask(&run, "Echo/1", "cancel_reminder", json!({"name": "later"})).await;
     // Traps until the supervisor stops the actor (max_restarts = 1).
     for _ in 0..3 {
         post(

@@ -157,6 +157,33 @@ func (OutboxAPI) TellReliable(ctx context.Context, to, msgType string, payload a
 	return sluice.CurrentBackend().TellReliable(to, msgType, b)
 }
 
+// Remind arms a durable reminder: msgType with payload, delivered to this actor itself (with
+// its own id as the sender) once delayMs has passed. Unlike Schedule, which is in memory and
+// lost with the host, the outbox stores it before Remind returns: it outlives the activation,
+// a host crash or restart and a handoff. It arrives at least once (after a crash it may arrive
+// twice), so handle it idempotently. A non-empty name (at most 256 bytes) names it for this
+// actor, and arming that name again replaces the pending one; "" arms a new one each time.
+// The host fails it INVALID_ARGUMENT (a bad msgType, a payload over the limit, a name over
+// 256 bytes), RESOURCE_EXHAUSTED (max_reminders_per_actor already pending) or UNAVAILABLE (a
+// host without an outbox). A done ctx is a DEADLINE_EXCEEDED error before anything is sent.
+func (OutboxAPI) Remind(ctx context.Context, name string, delayMs uint64, msgType string, payload any) error {
+	b, err := bytesFor(ctx, payload)
+	if err != nil {
+		return err
+	}
+	return sluice.CurrentBackend().Remind(name, delayMs, msgType, b)
+}
+
+// CancelReminder cancels this actor's pending reminder name: true when one was pending, false
+// when none was (it was never armed, was cancelled already, or is being delivered). A done ctx
+// is a DEADLINE_EXCEEDED error before anything is sent.
+func (OutboxAPI) CancelReminder(ctx context.Context, name string) (bool, error) {
+	if e := sluice.ContextError(ctx); e != nil {
+		return false, e
+	}
+	return sluice.CurrentBackend().CancelReminder(name)
+}
+
 // Publish publishes payload on topic ("a.b.c"). A done ctx is a DEADLINE_EXCEEDED error
 // before anything is sent.
 func (BusAPI) Publish(ctx context.Context, topic string, payload any) error {

@@ -96,7 +96,12 @@ func TestADoneContextIsDeadlineExceededAndNothingIsSent(t *testing.T) {
 				return err
 			},
 			"tell_reliable": func() error { _, err := host.Outbox().TellReliable(ctx, "W/1", "job", "x"); return err },
-			"publish":       func() error { return host.Bus().Publish(ctx, "a.b", "x") },
+			"remind":        func() error { return host.Outbox().Remind(ctx, "r", 10, "tick", "x") },
+			"cancel_reminder": func() error {
+				_, err := host.Outbox().CancelReminder(ctx, "r")
+				return err
+			},
+			"publish": func() error { return host.Bus().Publish(ctx, "a.b", "x") },
 		}
 		for op, call := range calls {
 			err := call()
@@ -199,5 +204,40 @@ func TestTellReliableScheduleAndTheFakesDefaults(t *testing.T) {
 	host.Logf("n=%d", 3)
 	if len(f.Logs) != 2 || f.Logs[0] != "warn: careful" || f.Logs[1] != "info: n=3" {
 		t.Fatalf("log: %v", f.Logs)
+	}
+}
+
+func TestRemindEncodesThePayloadAndKeepsTheHostsErrors(t *testing.T) {
+	f := sluicetest.New()
+	sluice.SetBackend(f)
+	if err := host.Outbox().Remind(bg, "retry", 250, "retry", map[string]int{"attempt": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Outbox().Remind(bg, "", 0, "tick", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Calls[0]
+	if c.Op != "remind" || c.Name != "retry" || c.DelayMs != 250 || c.MsgType != "retry" || string(c.Payload) != `{"attempt":2}` {
+		t.Fatalf("remind: %+v", c)
+	}
+	if err := host.Outbox().Remind(bg, "x", 1, "t", func() {}); !errors.Is(err, sluice.ErrInvalidArgument) || len(f.Calls) != 2 {
+		t.Fatalf("a payload that is not JSON-able is INVALID_ARGUMENT and not sent: %v", err)
+	}
+	msg := "RESOURCE_EXHAUSTED: 100 reminders pending"
+	f.FailNext(&sluice.Error{Code: sluice.CodeResourceExhausted, Message: msg})
+	err := host.Outbox().Remind(bg, "more", 1, "t", "p")
+	var e *sluice.Error
+	if !errors.Is(err, sluice.ErrResourceExhausted) || !errors.As(err, &e) || e.Error() != msg || e.Type() != "ResourceExhausted" {
+		t.Fatalf("remind's error: %#v", err)
+	}
+	if ok, err := host.Outbox().CancelReminder(bg, "retry"); err != nil || !ok {
+		t.Fatalf("cancel a pending one: %v %v", ok, err)
+	}
+	if ok, err := host.Outbox().CancelReminder(bg, "retry"); err != nil || ok {
+		t.Fatalf("cancel it again: %v %v", ok, err)
+	}
+	f.FailNext(sluice.Unavailable("UNAVAILABLE: this host has no outbox"))
+	if ok, err := host.Outbox().CancelReminder(bg, "retry"); ok || !errors.Is(err, sluice.ErrUnavailable) || err.Error() != "UNAVAILABLE: this host has no outbox" {
+		t.Fatalf("cancel's error: %v %v", ok, err)
 	}
 }

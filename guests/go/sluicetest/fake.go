@@ -13,7 +13,9 @@
 // Its defaults are those of the Python, TypeScript and Rust fakes: SelfID "MyActor/1", NowMs
 // 1000 (standing still unless TickMs moves it on every reading), Ask answers "{}", Tell is
 // sluice.Queued, TellReliable goes sluice.Direct, and Dispatch delivers every target unless
-// Result or DispatchResultFunc says otherwise.
+// Result or DispatchResultFunc says otherwise. Reminders (host.Outbox().Remind) are kept
+// pending in fake.Reminders, a re-armed name replacing its reminder, until CancelReminder
+// takes them out; they are never delivered (deliver one with Handle and its Envelope).
 //
 // Several actors are tested together by routing their ids to in-process instances:
 //
@@ -23,11 +25,13 @@
 //	errs := fake.RunQueued() // delivers what waits (and what that sends); empty: no error
 //
 // The fake is not a host: it has no mailbox bounds, no outbox (no idempotency keys, retries
-// or dead letters) and no timers; those are the host's, tested against a real one.
+// or dead letters) and no timers (a schedule is only recorded, a reminder only kept pending);
+// those are the host's, tested against a real one.
 package sluicetest
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -36,23 +40,27 @@ import (
 )
 
 // The ops a Call records, one per fallible host import.
-var ops = []string{"tell", "ask", "schedule", "dispatch", "tell_reliable", "publish"}
+var ops = []string{"tell", "ask", "schedule", "dispatch", "tell_reliable", "remind", "cancel_reminder", "publish"}
 
 // maxQueuedTurns bounds RunQueued: actors that keep telling each other never run dry.
 const maxQueuedTurns = 100_000
 
 // Call is one recorded fallible host call, as the host received it.
 type Call struct {
-	// Op is the import: "tell", "ask", "schedule", "dispatch", "tell_reliable", "publish".
+	// Op is the import: "tell", "ask", "schedule", "dispatch", "tell_reliable", "remind",
+	// "cancel_reminder", "publish".
 	Op string
-	// To is the target actor id; the topic for "publish"; "" for "schedule" and "dispatch".
-	To      string
+	// To is the target actor id; the topic for "publish"; "" for "schedule", "dispatch",
+	// "remind" and "cancel_reminder".
+	To string
+	// Name is the reminder's name for "remind" and "cancel_reminder" ("" for an unnamed one).
+	Name    string
 	MsgType string
 	Payload []byte
 	// TimeoutMs is the timeout an "ask" was sent with: what was left of its context's
 	// deadline, or sluice.DefaultAskTimeoutMs without one.
 	TimeoutMs uint64
-	// DelayMs is the delay of a "schedule".
+	// DelayMs is the delay of a "schedule" or a "remind".
 	DelayMs uint64
 	// Req is the request of a "dispatch", exactly as sent.
 	Req *sluice.DispatchRequest
@@ -68,6 +76,30 @@ type Queued struct {
 	MsgType string
 	Payload []byte
 	Sender  string
+}
+
+// Reminder is a pending reminder (host.Outbox().Remind), as the outbox would hold it.
+type Reminder struct {
+	// Actor is the id it is for, and delivered to and from: the routed actor whose turn armed
+	// it (Route), else Self.
+	Actor string
+	// Name is its name, "" for an unnamed one (which only firing would end, and the fake never
+	// fires it).
+	Name    string
+	DelayMs uint64
+	// DueMs is when it is due: Now when it was armed plus DelayMs (saturating).
+	DueMs   uint64
+	MsgType string
+	Payload []byte
+}
+
+// Envelope is the message the host delivers when r fires: r's MsgType and Payload, from
+// r.Actor to itself, principal "system", no deadline. fake.Handle(actor, r.Envelope()) runs
+// the turn it would start.
+func (r Reminder) Envelope() *sluice.Envelope {
+	return &sluice.Envelope{
+		Sender: r.Actor, HasSender: true, MsgType: r.MsgType, Payload: r.Payload, Principal: "system",
+	}
 }
 
 // TurnError is a queued message whose turn failed (RunQueued returns them).
@@ -127,6 +159,12 @@ type Fake struct {
 	DispatchResultFunc func(req sluice.DispatchRequest) sluice.DispatchResult
 	// Queued holds the messages to routed actors not delivered yet, oldest first (RunQueued).
 	Queued []Queued
+	// Reminders holds the pending reminders of every actor, in the order they were armed:
+	// Remind appends one, removing the pending one of the same Actor and non-empty Name (a
+	// re-armed name moves to the end); CancelReminder removes the one of that Actor and Name.
+	// A failed call changes nothing. The fake never fires them and sets no limit on how many
+	// are pending (script RESOURCE_EXHAUSTED with FailOn("remind", "", err)).
+	Reminders []Reminder
 
 	failures []failure
 	routes   []route
@@ -152,10 +190,11 @@ func (f *Fake) FailNext(errs ...*sluice.Error) {
 
 // FailOn makes the next calls that are op ("tell", "ask", ...; "" for any) and go to to (""
 // for any) fail with errs, one call each, in order; other calls go through. to is the topic
-// of a "publish" and any of the targets of a "dispatch". A failed call is recorded all the
-// same. FailOn("", "", errs...) names every call: it is FailNext(errs...). A typo in op
-// would leave the errors waiting for calls that never come, so FailOn panics on an op that
-// is not one of the six, naming them.
+// of a "publish" and any of the targets of a "dispatch" ("remind" and "cancel_reminder" have
+// none: name them with to ""). A failed call is recorded all the same. FailOn("", "",
+// errs...) names every call: it is FailNext(errs...). A typo in op would leave the errors
+// waiting for calls that never come, so FailOn panics on an op that is not one of the eight,
+// naming them.
 func (f *Fake) FailOn(op, to string, errs ...*sluice.Error) {
 	if op != "" && !slices.Contains(ops, op) {
 		panic(fmt.Sprintf("sluicetest: FailOn: unknown op %q (want one of %v)", op, ops))
@@ -400,6 +439,47 @@ func (f *Fake) TellReliable(to, msgType string, payload []byte) (sluice.Delivery
 	}
 	f.enqueue(to, msgType, payload, f.sender())
 	return f.Path, nil
+}
+
+// Remind implements sluice.Backend: a pending reminder at the end of Reminders for the running
+// actor, which replaces the pending one of the same non-empty name.
+func (f *Fake) Remind(name string, delayMs uint64, msgType string, payload []byte) error {
+	if err := f.record(Call{Op: "remind", Name: name, MsgType: msgType, Payload: payload, DelayMs: delayMs}); err != nil {
+		return err
+	}
+	due := f.Now + delayMs
+	if due < f.Now {
+		due = math.MaxUint64
+	}
+	r := Reminder{Actor: f.sender(), Name: name, DelayMs: delayMs, DueMs: due, MsgType: msgType, Payload: payload}
+	if i := f.reminder(r.Actor, name); i >= 0 {
+		f.Reminders = slices.Delete(f.Reminders, i, i+1)
+	}
+	f.Reminders = append(f.Reminders, r)
+	return nil
+}
+
+// CancelReminder implements sluice.Backend: removes the running actor's pending reminder
+// name, true when there was one ("" names none).
+func (f *Fake) CancelReminder(name string) (bool, error) {
+	if err := f.record(Call{Op: "cancel_reminder", Name: name}); err != nil {
+		return false, err
+	}
+	i := f.reminder(f.sender(), name)
+	if i < 0 {
+		return false, nil
+	}
+	f.Reminders = slices.Delete(f.Reminders, i, i+1)
+	return true, nil
+}
+
+// reminder is the index in Reminders of actor's pending reminder name, -1 when there is none
+// or name is "" (an unnamed reminder has no name to find it by).
+func (f *Fake) reminder(actor, name string) int {
+	if name == "" {
+		return -1
+	}
+	return slices.IndexFunc(f.Reminders, func(r Reminder) bool { return r.Actor == actor && r.Name == name })
 }
 
 // Publish implements sluice.Backend.

@@ -138,7 +138,7 @@ func TestFailOnFailsOnlyTheCallsItNamesInScriptOrder(t *testing.T) {
 	func() {
 		defer func() {
 			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `unknown op "Tell"`) {
-				t.Fatalf("FailOn with an op that is not one of the six panics naming it: %v", r)
+				t.Fatalf("FailOn with an op that is not one of the eight panics naming it: %v", r)
 			}
 		}()
 		fake.FailOn("Tell", "", full)
@@ -355,5 +355,105 @@ func TestRouteAsksAtOnceAndQueuesTellsAndDispatchesForRunQueued(t *testing.T) {
 	}
 	if host.SelfID() != "MyActor/1" {
 		t.Fatalf("outside a turn the fake is Self again: %q", host.SelfID())
+	}
+}
+
+// reminderActor arms and cancels reminders as its messages say and replies what cancel said.
+type reminderActor struct{}
+
+func (*reminderActor) Init(string) error { return nil }
+
+func (*reminderActor) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error) {
+	if env.MsgType == "cancel" {
+		cancelled, err := host.Outbox().CancelReminder(ctx, env.Text())
+		if err != nil {
+			return nil, err
+		}
+		return sluice.Reply(map[string]bool{"cancelled": cancelled})
+	}
+	return nil, host.Outbox().Remind(ctx, env.Text(), 500, "wake", map[string]string{"by": host.SelfID()})
+}
+
+func TestRemindersStayPendingPerActorANameReplacesAndCancelsOnce(t *testing.T) {
+	fake := sluicetest.New()
+	sluice.SetBackend(fake)
+	ctx := context.Background()
+	if err := host.Outbox().Remind(ctx, "retry", 100, "retry", map[string]int{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Outbox().Remind(ctx, "", 50, "tick", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Outbox().Remind(ctx, "", 60, "tick", "b"); err != nil {
+		t.Fatal(err)
+	}
+	fake.Now = 2000
+	if err := host.Outbox().Remind(ctx, "retry", 300, "retry", map[string]int{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := []sluicetest.Reminder{
+		{Actor: "MyActor/1", DelayMs: 50, DueMs: 1050, MsgType: "tick", Payload: []byte("a")},
+		{Actor: "MyActor/1", DelayMs: 60, DueMs: 1060, MsgType: "tick", Payload: []byte("b")},
+		{Actor: "MyActor/1", Name: "retry", DelayMs: 300, DueMs: 2300, MsgType: "retry", Payload: []byte(`{"n":2}`)},
+	}
+	if !reflect.DeepEqual(fake.Reminders, want) {
+		t.Fatalf("a re-armed name replaces its reminder (now last), an unnamed one adds one: %+v", fake.Reminders)
+	}
+	c := fake.Calls[3]
+	if !reflect.DeepEqual(c, sluicetest.Call{Op: "remind", Name: "retry", MsgType: "retry", Payload: []byte(`{"n":2}`), DelayMs: 300}) {
+		t.Fatalf("remind call: %+v", c)
+	}
+	if env := want[2].Envelope(); env.Sender != "MyActor/1" || !env.HasSender || env.MsgType != "retry" ||
+		string(env.Payload) != `{"n":2}` || env.Principal != "system" || env.HasDeadline {
+		t.Fatalf("a reminder comes from the actor itself: %+v", env)
+	}
+	for i, wantCancelled := range []bool{true, false} {
+		if ok, err := host.Outbox().CancelReminder(ctx, "retry"); err != nil || ok != wantCancelled {
+			t.Fatalf("cancel %d: %v %v", i, ok, err)
+		}
+	}
+	if ok, err := host.Outbox().CancelReminder(ctx, ""); err != nil || ok {
+		t.Fatalf(`"" names no reminder: %v %v`, ok, err)
+	}
+	if len(fake.Reminders) != 2 || fake.Reminders[0].Payload[0] != 'a' {
+		t.Fatalf("cancel removes only the named one: %+v", fake.Reminders)
+	}
+	if c := fake.Calls[len(fake.Calls)-1]; c.Op != "cancel_reminder" || c.Name != "" {
+		t.Fatalf("cancel call: %+v", c)
+	}
+
+	// Names are per actor: a routed actor's reminders are its own.
+	fake.Reminders = nil
+	worker := &reminderActor{}
+	fake.Route("Worker/1", worker)
+	host.Outbox().Remind(ctx, "poll", 10, "poll", nil)
+	if _, err := fake.Handle(worker, &sluice.Envelope{MsgType: "arm", Payload: []byte("poll")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fake.Reminders) != 2 || fake.Reminders[1].Actor != "Worker/1" || fake.Reminders[1].MsgType != "wake" ||
+		string(fake.Reminders[1].Payload) != `{"by":"Worker/1"}` || fake.Calls[len(fake.Calls)-1].By != "Worker/1" {
+		t.Fatalf("the same name armed by another actor is another reminder: %+v", fake.Reminders)
+	}
+	out, err := fake.Handle(worker, &sluice.Envelope{MsgType: "cancel", Payload: []byte("poll")})
+	if err != nil || string(out) != `{"cancelled":true}` || len(fake.Reminders) != 1 || fake.Reminders[0].Actor != "MyActor/1" {
+		t.Fatalf("a cancel takes out only its own actor's reminder: %s %v %+v", out, err, fake.Reminders)
+	}
+
+	// A failed call is recorded and changes nothing.
+	full := sluice.ResourceExhausted("RESOURCE_EXHAUSTED: too many reminders", -1)
+	fake.FailOn("cancel_reminder", "", sluice.Unavailable("UNAVAILABLE: no outbox"))
+	fake.FailOn("remind", "", full)
+	n := len(fake.Calls)
+	if err := host.Outbox().Remind(ctx, "poll", 20, "poll", nil); err != full {
+		t.Fatalf("remind: %v", err)
+	}
+	if ok, err := host.Outbox().CancelReminder(ctx, "poll"); ok || !errors.Is(err, sluice.ErrUnavailable) {
+		t.Fatalf("a failed cancel: %v %v", ok, err)
+	}
+	if err := host.Outbox().Remind(ctx, "poll", 20, "poll", nil); err != nil {
+		t.Fatalf("each error fails one call: %v", err)
+	}
+	if len(fake.Calls) != n+3 || len(fake.Reminders) != 1 || fake.Reminders[0].DelayMs != 20 {
+		t.Fatalf("failed calls are recorded and change nothing: %d calls, %+v", len(fake.Calls)-n, fake.Reminders)
 	}
 }

@@ -236,6 +236,23 @@ class Outbox:
         """Direct tell first, outbox on any failure; returns ``"direct"`` or ``"outbox"``."""
         return _PATHS[call(wit_outbox.tell_reliable, to, msg_type, to_bytes(payload))]
 
+    def remind(
+        self, name: str, delay_ms: int, msg_type: str, payload: Any = b""
+    ) -> None:
+        """A durable reminder: deliver ``msg_type`` to this actor itself (sender: its own id)
+        once ``delay_ms`` has passed. Unlike `Host.schedule` (in memory, lost with the host),
+        it is stored in the outbox before this returns and survives a host crash or restart; at
+        least once, so after a crash it may arrive twice. Arming a non-empty ``name`` (at most
+        256 bytes) again replaces the pending one; an empty name arms a new one each time.
+        Raises `ResourceExhausted` when this actor already has ``max_reminders_per_actor``
+        pending, `Unavailable` on a host without an outbox."""
+        call(wit_outbox.remind, name, int(delay_ms), msg_type, to_bytes(payload))
+
+    def cancel_reminder(self, name: str) -> bool:
+        """Cancels this actor's pending reminder ``name``; ``True`` when one was pending,
+        ``False`` when none was (never armed, cancelled already, or being delivered)."""
+        return call(wit_outbox.cancel_reminder, name)
+
 
 class Bus:
     """Pub/sub between actors (`sluice:actor/bus`)."""

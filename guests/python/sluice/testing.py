@@ -14,7 +14,7 @@ recorded and answered from the fake's fields instead, so an actor's own code run
             assert fake.calls == [Call("ask", "Worker/1", "process", b'{"job":1}', timeout_ms=2000)]
 
 A failure is scripted with `fail_next`: the next fallible call (tell, ask, schedule,
-dispatch, tell_reliable, publish) fails with that error, which reaches the actor as the same
+dispatch, tell_reliable, remind, cancel_reminder, publish) fails with that error, which reaches the actor as the same
 typed `SluiceError` the real host's `actor-error` would become; `fail_on(err, op=..., to=...)`
 fails the next call of that kind or to that target only.
 
@@ -25,6 +25,15 @@ Several actors are tested together by routing their ids to in-process instances:
         fake.route("Leader/1", leader)  # a tell or dispatch to Leader/1 waits in fake.queued
         fake.handle(leader, "start")  # runs as Leader/1 (host.self_id())
         assert fake.run_queued() == []  # delivers what waits (and what that sends): no error
+
+Durable reminders (`host.outbox.remind`) are kept in `FakeHost.reminders`, pending ones only:
+re-arming a name replaces its reminder and `cancel_reminder` removes it. The fake never
+delivers them; a test hands one to `FakeHost.handle` itself:
+
+    with FakeHost() as fake:
+        fake.handle(actor, "start")  # arms reminder "tick"
+        [r] = fake.reminders
+        fake.handle(actor, r.msg_type, r.payload, sender=r.actor)
 
 The fake is not a host: it has no mailbox bounds, no outbox (no idempotency keys, retries or
 dead letters) and no timers; those are the host's, tested against a real one.
@@ -42,7 +51,15 @@ from ._host import DispatchOutcome, DispatchResult, to_bytes
 from ._wit import Err, to_wit, wit_bus, wit_host, wit_outbox, wit_types
 from .errors import DeadlineExceeded, SluiceError
 
-__all__ = ["AskReply", "Call", "DispatchAnswer", "FakeHost", "Queued", "TurnError"]
+__all__ = [
+    "AskReply",
+    "Call",
+    "DispatchAnswer",
+    "FakeHost",
+    "Queued",
+    "Reminder",
+    "TurnError",
+]
 
 #: What a fake `ask` answers: fixed bytes, or a function of (to, msg_type, payload).
 AskReply = bytes | Callable[[str, str, bytes], bytes]
@@ -54,7 +71,16 @@ DispatchAnswer = (
     | Callable[[wit_types.DispatchRequest], Sequence[DispatchOutcome | str]]
 )
 
-Op = Literal["tell", "ask", "schedule", "dispatch", "tell_reliable", "publish"]
+Op = Literal[
+    "tell",
+    "ask",
+    "schedule",
+    "dispatch",
+    "tell_reliable",
+    "remind",
+    "cancel_reminder",
+    "publish",
+]
 
 _RECEIPTS = {
     "queued": wit_types.TellReceipt.QUEUED,
@@ -71,21 +97,25 @@ _PATHS = {
 class Call:
     """One host call the actor made, as the host received it (payloads as bytes)."""
 
-    #: Which import: ``tell``, ``ask``, ``schedule``, ``dispatch``, ``tell_reliable``, ``publish``.
+    #: Which import: ``tell``, ``ask``, ``schedule``, ``dispatch``, ``tell_reliable``,
+    #: ``remind``, ``cancel_reminder``, ``publish``.
     op: Op
-    #: The target actor id; the topic for ``publish``; empty for ``schedule`` and ``dispatch``.
+    #: The target actor id; the topic for ``publish``; empty for ``schedule``, ``dispatch``,
+    #: ``remind`` and ``cancel_reminder`` (a reminder goes to the actor itself).
     to: str = ""
     msg_type: str = ""
     payload: bytes = b""
     #: ``ask``: the deadline sent (after the SDK applied ``with_`` and defaults).
     timeout_ms: int | None = None
-    #: ``schedule``: the delay.
+    #: ``schedule`` and ``remind``: the delay.
     delay_ms: int | None = None
     #: ``dispatch``: the WIT request exactly as sent (mode, conflict, key, targets...).
     request: wit_types.DispatchRequest | None = None
     #: The routed actor (`FakeHost.route`) whose turn made the call; ``None`` for an actor
     #: that is not routed.
     by: str | None = None
+    #: ``remind`` and ``cancel_reminder``: the reminder's name (``""``: unnamed).
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +128,21 @@ class Queued:
     msg_type: str
     payload: bytes
     sender: str | None
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """A pending durable reminder (``host.outbox.remind``), as the host stored it."""
+
+    #: The id of the actor that armed it: where it will be delivered, and its sender.
+    actor: str
+    #: Its name; ``""`` for an unnamed one (a new one each time, never replaced or cancelled).
+    name: str
+    delay_ms: int
+    msg_type: str
+    payload: bytes
+    #: When it falls due on the fake clock: ``now_ms`` when armed plus ``delay_ms``.
+    due_ms: int
 
 
 @dataclass(frozen=True)
@@ -173,6 +218,9 @@ class FakeHost:
         self.logs: list[tuple[str, str]] = []
         #: Messages to routed actors not delivered yet, oldest first (`run_queued`).
         self.queued: list[Queued] = []
+        #: Pending reminders in the order they were armed (a re-armed name moves to the end,
+        #: replacing its earlier one; a cancelled one is removed). Never delivered by the fake.
+        self.reminders: list[Reminder] = []
         self._failures: list[_Failure] = []
         self._routes: dict[str, Handler] = {}
         self._turns: list[_Frame] = []
@@ -265,6 +313,8 @@ class FakeHost:
             (wit_host, "log", self._log),
             (wit_outbox, "dispatch", self._dispatch),
             (wit_outbox, "tell_reliable", self._tell_reliable),
+            (wit_outbox, "remind", self._remind),
+            (wit_outbox, "cancel_reminder", self._cancel_reminder),
             (wit_bus, "publish", self._publish),
         ]
         for module, name, fn in patches:
@@ -394,6 +444,31 @@ class FakeHost:
         self._record(Call("tell_reliable", to, msg_type, bytes(payload)))
         self._queue(to, msg_type, bytes(payload), self._current_id())
         return _PATHS[self.delivery_path]
+
+    def _remind(self, name: str, delay_ms: int, msg_type: str, payload: bytes) -> None:
+        self._record(
+            Call("remind", "", msg_type, bytes(payload), delay_ms=delay_ms, name=name)
+        )
+        actor = self._current_id()
+        if name:
+            self._drop_reminder(actor, name)
+        self.reminders.append(
+            Reminder(
+                actor, name, delay_ms, msg_type, bytes(payload), self.now_ms + delay_ms
+            )
+        )
+
+    def _cancel_reminder(self, name: str) -> bool:
+        self._record(Call("cancel_reminder", name=name))
+        return bool(name) and self._drop_reminder(self._current_id(), name)
+
+    def _drop_reminder(self, actor: str, name: str) -> bool:
+        """Removes ``actor``'s pending reminder ``name``; whether there was one."""
+        for i, r in enumerate(self.reminders):
+            if r.actor == actor and r.name == name:
+                del self.reminders[i]
+                return True
+        return False
 
     def _publish(self, topic: str, payload: bytes) -> None:
         self._record(Call("publish", topic, "", bytes(payload)))

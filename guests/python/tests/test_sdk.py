@@ -9,7 +9,7 @@ from wit_world.imports import types
 import sluice
 from sluice import host
 from sluice._actor import Export, register
-from sluice.testing import Call, FakeHost, Queued, TurnError
+from sluice.testing import Call, FakeHost, Queued, Reminder, TurnError
 
 E = types.ErrorCode
 
@@ -121,6 +121,99 @@ def test_tell_and_tell_reliable_return_names(fake):
         Call("tell", "A/1", "t", b"x"),
         Call("tell_reliable", "A/1", "t", b"x"),
     ]
+
+
+def test_remind_and_cancel_reminder_call_shape_and_pending_reminders(fake):
+    host.outbox.remind("tick", 500, "tick", {"n": 1})
+    assert fake.calls == [
+        Call("remind", "", "tick", b'{"n":1}', delay_ms=500, name="tick")
+    ]
+    assert fake.reminders == [
+        Reminder("Echo/1", "tick", 500, "tick", b'{"n":1}', due_ms=1734)
+    ]
+    # Unnamed: a new one each time. Named: arming the name again replaces the pending one.
+    host.outbox.remind("", 10, "poll")
+    host.outbox.remind("", 20, "poll", "again")
+    fake.advance(100)
+    host.outbox.remind("tick", 50, "tock", b"2")
+    assert fake.reminders == [
+        Reminder("Echo/1", "", 10, "poll", b"", due_ms=1244),
+        Reminder("Echo/1", "", 20, "poll", b"again", due_ms=1254),
+        Reminder("Echo/1", "tick", 50, "tock", b"2", due_ms=1384),
+    ]
+    # Cancel: True while one is pending, then False; an empty name matches no reminder.
+    assert host.outbox.cancel_reminder("tick") is True
+    assert host.outbox.cancel_reminder("tick") is False
+    assert host.outbox.cancel_reminder("") is False
+    assert host.outbox.cancel_reminder("never") is False
+    assert [r.msg_type for r in fake.reminders] == ["poll", "poll"]
+    assert fake.calls[-4:] == [
+        Call("cancel_reminder", name="tick"),
+        Call("cancel_reminder", name="tick"),
+        Call("cancel_reminder", name=""),
+        Call("cancel_reminder", name="never"),
+    ]
+
+
+def test_reminder_errors_arrive_typed_and_a_failed_remind_stores_nothing(fake):
+    fake.fail_on(
+        sluice.ResourceExhausted("RESOURCE_EXHAUSTED: too many reminders"),
+        op="remind",
+    )
+    fake.fail_on(sluice.Unavailable("UNAVAILABLE: no outbox"), op="cancel_reminder")
+    host.tell("A/1", "t")
+    with pytest.raises(sluice.ResourceExhausted) as full:
+        host.outbox.remind("tick", 5, "tick")
+    assert str(full.value) == "RESOURCE_EXHAUSTED: too many reminders"
+    assert fake.reminders == []
+    host.outbox.remind("tick", 5, "tick")
+    with pytest.raises(sluice.Unavailable):
+        host.outbox.cancel_reminder("tick")
+    assert host.outbox.cancel_reminder("tick") is True
+    fake.fail_next(actor_error(E.INVALID_ARGUMENT, "INVALID_ARGUMENT: name too long"))
+    with pytest.raises(sluice.InvalidArgument):
+        host.outbox.remind("x" * 257, 5, "tick")
+    assert [c.op for c in fake.calls] == ["tell"] + ["remind", "remind"] + [
+        "cancel_reminder",
+        "cancel_reminder",
+        "remind",
+    ]
+
+
+def test_fake_host_keeps_reminders_per_actor_and_never_delivers_them():
+    class Ticker(sluice.Actor):
+        def __init__(self):
+            self.ticks = []
+
+        def handle(self, env):
+            if env.msg_type == "start":
+                host.outbox.remind("tick", 1000, "tick", {"from": host.self_id()})
+                return None
+            if env.msg_type == "stop":
+                return {"cancelled": host.outbox.cancel_reminder("tick")}
+            self.ticks.append((env.sender, env.json()))
+            return None
+
+    a, b = Ticker(), Ticker()
+    with FakeHost() as fake:
+        fake.route("Ticker/a", a)
+        fake.route("Ticker/b", b)
+        fake.handle(a, "start")
+        fake.handle(b, "start")
+        fake.handle(a, "start")  # re-armed: replaces a's, not b's
+        assert [(r.actor, r.name) for r in fake.reminders] == [
+            ("Ticker/b", "tick"),
+            ("Ticker/a", "tick"),
+        ]
+        assert [c.by for c in fake.calls] == ["Ticker/a", "Ticker/b", "Ticker/a"]
+        assert fake.queued == [] and fake.run_queued() == []
+        # The fake never delivers a reminder; the test hands it to the actor, as the host would.
+        r = fake.reminders[1]
+        fake.handle(a, r.msg_type, r.payload, sender=r.actor)
+        assert a.ticks == [("Ticker/a", {"from": "Ticker/a"})]
+        assert fake.handle(a, "stop") == b'{"cancelled":true}'
+        assert fake.handle(a, "stop") == b'{"cancelled":false}'
+        assert [r.actor for r in fake.reminders] == ["Ticker/b"]
 
 
 def test_log_levels(fake):
@@ -306,6 +399,11 @@ def test_fake_host_uninstalls_and_refuses_handle_when_not_installed():
         assert fake.calls[-1] == Call("schedule", "", "tick", b"t", delay_ms=50)
     with pytest.raises(NotImplementedError):
         host.now_ms()
+    # The committed bindings have the reminder imports (and uninstall put them back).
+    with pytest.raises(NotImplementedError):
+        host.outbox.remind("tick", 1, "tick")
+    with pytest.raises(NotImplementedError):
+        host.outbox.cancel_reminder("tick")
     with pytest.raises(RuntimeError, match="not installed"):
         fake.handle(sluice.Actor(), "x")
 

@@ -137,6 +137,23 @@ export const outbox = {
   tellReliable(to: string, msgType: string, payload: Payload = ""): DeliveryPath {
     return call(() => witOutbox.tellReliable(to, msgType, toBytes(payload)));
   },
+  /**
+   * A durable reminder: `msgType` with `payload`, delivered to this actor itself (sender = its
+   * own id) once `delayMs` has passed. Stored in the outbox before this returns, it outlives a
+   * host crash or restart (unlike `host.schedule`, which is in memory). At least once: after a
+   * crash it may arrive twice. A non-empty `name` (at most 256 bytes) names it for this actor
+   * and arming that name again replaces the pending one; `""` arms a new one each time. Throws
+   * `ResourceExhausted` when this actor has `max_reminders_per_actor` pending, `Unavailable` on
+   * a host without an outbox, `InvalidArgument` for a bad msg-type, payload or name.
+   */
+  remind(name: string, delayMs: number, msgType: string, payload: Payload = ""): void {
+    call(() => witOutbox.remind(name ?? "", u64(delayMs), msgType, toBytes(payload)));
+  },
+  /** Cancels this actor's pending reminder `name`: true when one was pending, false when none
+   * was (never armed, cancelled already, or being delivered now). */
+  cancelReminder(name: string): boolean {
+    return call(() => witOutbox.cancelReminder(name ?? ""));
+  },
 };
 
 /** Pub/sub between actors (`sluice:actor/bus`). */

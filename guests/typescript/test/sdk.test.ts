@@ -8,6 +8,7 @@ import {
 } from "../sdk/index.ts";
 import { decodeUtf8Js, encodeUtf8Js } from "../sdk/utf8.ts";
 import { FakeHost } from "../sdk/testing/index.ts";
+import { setImports } from "../sdk/testing/imports.ts";
 
 // The SDK tests' own answers; a user's tests get FakeHost's defaults.
 let fake: FakeHost;
@@ -71,6 +72,71 @@ test("dispatch has the seed's call shape and returns counts and outcomes in targ
 test("nowMs is a number, tellReliable a path", () => {
   assert.equal(host.nowMs(), 1234);
   assert.equal(host.outbox.tellReliable("A/1", "t", "x"), "outbox");
+});
+
+test("remind crosses as the WIT call (u64 delay, payload bytes); cancelReminder returns its bool", () => {
+  // The installed fake's imports, with these two as they are called.
+  const installed = setImports(null);
+  assert.ok(installed);
+  const seen: unknown[][] = [];
+  setImports({ ...installed, remind: (...args) => void seen.push(args), cancelReminder: (name) => name === "yes" });
+  try {
+    host.outbox.remind("tick", 250, "tick", { n: 1 });
+    host.outbox.remind("", 0, "once");
+    assert.deepEqual(seen, [["tick", 250n, "tick", encodeUtf8('{"n":1}')], ["", 0n, "once", new Uint8Array(0)]]);
+    assert.equal(host.outbox.cancelReminder("yes"), true);
+    assert.equal(host.outbox.cancelReminder("no"), false);
+  } finally {
+    setImports(installed);
+  }
+});
+
+test("FakeHost keeps reminders per actor and name: re-arming replaces, cancel is true once", () => {
+  fake.advance(16); // nowMs 1250
+  host.outbox.remind("tick", 250, "tick", { n: 1 });
+  assert.deepEqual(fake.calls.at(-1),
+    { op: "remind", to: "", msgType: "tick", payload: encodeUtf8('{"n":1}'), delayMs: 250, name: "tick" });
+  assert.deepEqual(fake.reminders, [
+    { actorId: "Echo/1", name: "tick", delayMs: 250, dueMs: 1500, msgType: "tick", payload: encodeUtf8('{"n":1}') },
+  ]);
+  host.outbox.remind("", 10, "once", "a");
+  host.outbox.remind("", 10, "once", "b");
+  host.outbox.remind("tick", 1000, "tick", { n: 2 });   // replaces the pending "tick", goes last
+  assert.deepEqual(fake.reminders.map((r) => [r.name, r.delayMs, decodeUtf8(r.payload)]),
+    [["", 10, "a"], ["", 10, "b"], ["tick", 1000, '{"n":2}']]);
+  assert.equal(host.outbox.cancelReminder("tick"), true);
+  assert.equal(host.outbox.cancelReminder("tick"), false);
+  assert.equal(host.outbox.cancelReminder(""), false, "an unnamed reminder cannot be cancelled");
+  assert.deepEqual(fake.reminders.map((r) => r.payload), [encodeUtf8("a"), encodeUtf8("b")]);
+  assert.deepEqual(fake.calls.map((c) => [c.op, c.name]), [
+    ["remind", "tick"], ["remind", ""], ["remind", ""], ["remind", "tick"],
+    ["cancelReminder", "tick"], ["cancelReminder", "tick"], ["cancelReminder", ""],
+  ]);
+  // A routed actor's reminders are its own: the same name does not replace or cancel another's.
+  const timer = { handle: (env: Envelope) => (env.msgType === "arm" ? host.outbox.remind("a", 5, "fire") : host.outbox.cancelReminder("a")) };
+  fake.route("Timer/1", timer);
+  host.outbox.remind("a", 5, "mine");
+  fake.handle(timer, "arm");
+  assert.deepEqual(fake.reminders.slice(2).map((r) => [r.actorId, r.name, r.msgType]),
+    [["Echo/1", "a", "mine"], ["Timer/1", "a", "fire"]]);
+  assert.equal(fake.text(timer, "cancel"), "true");
+  assert.equal(fake.text(timer, "cancel"), "false");
+  assert.deepEqual(fake.reminders.slice(2).map((r) => r.actorId), ["Echo/1"]);
+  assert.equal(fake.calls.at(-1)?.by, "Timer/1");
+});
+
+test("FakeHost fails remind and cancelReminder as scripted, typed; a failed remind keeps nothing", () => {
+  fake.failNext({ code: "resource-exhausted", message: "RESOURCE_EXHAUSTED: 100 reminders pending", skipped: false });
+  assert.throws(() => host.outbox.remind("tick", 5, "tick"),
+    (e: unknown) => e instanceof ResourceExhausted && e.message === "RESOURCE_EXHAUSTED: 100 reminders pending");
+  assert.deepEqual(fake.reminders, []);
+  host.outbox.remind("tick", 5, "tick");
+  fake.failOn({ op: "cancelReminder" }, new Unavailable("UNAVAILABLE: no outbox"));
+  fake.failOn({ op: "remind" }, new InvalidArgument("INVALID_ARGUMENT: name over 256 bytes"));
+  assert.throws(() => host.outbox.cancelReminder("tick"), Unavailable);
+  assert.throws(() => host.outbox.remind("x".repeat(257), 5, "tick"), InvalidArgument);
+  assert.equal(host.outbox.cancelReminder("tick"), true);
+  assert.deepEqual(fake.calls.map((c) => c.op), ["remind", "remind", "cancelReminder", "remind", "cancelReminder"]);
 });
 
 test("a SluiceError thrown by handle becomes err(actor-error), a plain Error err(internal)", () => {

@@ -90,7 +90,7 @@ func (a *echo) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error)
 			items, envs = []string{}, []envelopeRecord{}
 		}
 		return sluice.Reply(map[string]any{"items": items, "envelopes": envs})
-	case "tell", "ask", "schedule", "tell_reliable", "dispatch", "publish":
+	case "tell", "ask", "schedule", "tell_reliable", "remind", "cancel_reminder", "dispatch", "publish":
 		var req request
 		if len(env.Payload) > 0 {
 			if err := json.Unmarshal(env.Payload, &req); err != nil {
@@ -115,6 +115,7 @@ func (a *echo) Handle(ctx context.Context, env *sluice.Envelope) ([]byte, error)
 // request is the payload of the host-call msg-types; mode and conflict are the WIT names
 // ("cast", "overwrite", ...) and default to cast and append.
 type request struct {
+	Name           string              `json:"name"`
 	To             string              `json:"to"`
 	MsgType        string              `json:"msg_type"`
 	Payload        string              `json:"payload"`
@@ -148,6 +149,11 @@ func callHost(ctx context.Context, op string, r *request) (map[string]any, error
 	case "tell_reliable":
 		path, err := host.Outbox().TellReliable(ctx, r.To, r.MsgType, r.Payload)
 		return map[string]any{"path": path}, err
+	case "remind":
+		return map[string]any{}, host.Outbox().Remind(ctx, r.Name, r.DelayMs, r.MsgType, r.Payload)
+	case "cancel_reminder":
+		cancelled, err := host.Outbox().CancelReminder(ctx, r.Name)
+		return map[string]any{"cancelled": cancelled}, err
 	case "dispatch":
 		msgType := r.MsgType
 		if msgType == "" {

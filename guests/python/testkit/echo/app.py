@@ -64,7 +64,16 @@ class Echo(sluice.Actor):
             return {"count": len(self.items)}
         if t == "recorded":
             return {"items": self.items, "envelopes": self.envelopes}
-        if t in ("tell", "ask", "schedule", "tell_reliable", "dispatch", "publish"):
+        if t in (
+            "tell",
+            "ask",
+            "schedule",
+            "tell_reliable",
+            "remind",
+            "cancel_reminder",
+            "dispatch",
+            "publish",
+        ):
             req = env.json() or {}
             try:
                 return self.call_host(t, req)
@@ -92,6 +101,13 @@ class Echo(sluice.Actor):
                     r["to"], r["msg_type"], r.get("payload", "")
                 )
             )
+        if t == "remind":
+            host.outbox.remind(
+                r.get("name", ""), r["delay_ms"], r["msg_type"], r.get("payload", "")
+            )
+            return ok()
+        if t == "cancel_reminder":
+            return ok(cancelled=host.outbox.cancel_reminder(r.get("name", "")))
         if t == "dispatch":
             res = host.outbox.dispatch(
                 r.get("context", ""),

@@ -104,11 +104,12 @@ mod imports {
     pub(crate) use crate::bindings::sluice::actor::{
         bus::publish,
         host::{ask, log, now_ms, schedule, self_id, tell},
-        outbox::{dispatch, tell_reliable},
+        outbox::{cancel_reminder, dispatch, remind, tell_reliable},
     };
     #[cfg(any(test, feature = "testing"))]
     pub(crate) use crate::testing::imports::{
-        ask, dispatch, log, now_ms, publish, schedule, self_id, tell, tell_reliable,
+        ask, cancel_reminder, dispatch, log, now_ms, publish, remind, schedule, self_id, tell,
+        tell_reliable,
     };
 }
 
@@ -400,6 +401,28 @@ pub mod outbox {
         payload: impl AsRef<[u8]>,
     ) -> Result<DeliveryPath, Error> {
         imp::tell_reliable(to, msg_type, payload.as_ref()).map_err(Error::from)
+    }
+
+    /// A durable reminder: `msg_type` with `payload`, delivered to this actor itself once
+    /// `delay_ms` has passed. Stored before this returns, it outlives the activation, a host
+    /// crash or restart and a handoff in a cluster (`host::schedule` is in memory and does
+    /// not). At least once: after a crash it may arrive twice. A non-empty `name` (at most
+    /// 256 bytes) names it for this actor, and arming that name again replaces the pending
+    /// one; `""` arms a new one each time. `ResourceExhausted` when this actor has
+    /// `max_reminders_per_actor` pending, `Unavailable` on a host without an outbox.
+    pub fn remind(
+        name: &str,
+        delay_ms: u64,
+        msg_type: &str,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        imp::remind(name, delay_ms, msg_type, payload.as_ref()).map_err(Error::from)
+    }
+
+    /// Cancels this actor's pending reminder `name`: `true` when one was pending, `false`
+    /// when none was (never armed, cancelled, or already being delivered).
+    pub fn cancel_reminder(name: &str) -> Result<bool, Error> {
+        imp::cancel_reminder(name).map_err(Error::from)
     }
 }
 

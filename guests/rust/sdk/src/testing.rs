@@ -102,6 +102,22 @@ pub enum Call {
         /// The payload.
         payload: Vec<u8>,
     },
+    /// `outbox::remind`.
+    Remind {
+        /// The reminder's name (`""`: anonymous).
+        name: String,
+        /// The delay in ms.
+        delay_ms: u64,
+        /// The message type.
+        msg_type: String,
+        /// The payload.
+        payload: Vec<u8>,
+    },
+    /// `outbox::cancel_reminder`.
+    CancelReminder {
+        /// The reminder's name.
+        name: String,
+    },
 }
 
 /// Which host import a [`Call`] went through; [`FakeHost::fail_on`] fails calls by it.
@@ -119,6 +135,10 @@ pub enum Op {
     TellReliable,
     /// `bus::publish`.
     Publish,
+    /// `outbox::remind`.
+    Remind,
+    /// `outbox::cancel_reminder`.
+    CancelReminder,
 }
 
 impl Call {
@@ -131,11 +151,13 @@ impl Call {
             Call::Dispatch(_) => Op::Dispatch,
             Call::TellReliable { .. } => Op::TellReliable,
             Call::Publish { .. } => Op::Publish,
+            Call::Remind { .. } => Op::Remind,
+            Call::CancelReminder { .. } => Op::CancelReminder,
         }
     }
 
     /// Whether the call goes to `to`: its target, a publish's topic, any of a dispatch's
-    /// targets (a schedule goes to no one).
+    /// targets (a schedule or a reminder goes to no one).
     fn goes_to(&self, to: &str) -> bool {
         match self {
             Call::Tell { to: t, .. }
@@ -143,9 +165,26 @@ impl Call {
             | Call::TellReliable { to: t, .. } => t == to,
             Call::Publish { topic, .. } => topic == to,
             Call::Dispatch(req) => req.targets.iter().any(|t| t == to),
-            Call::Schedule { .. } => false,
+            Call::Schedule { .. } | Call::Remind { .. } | Call::CancelReminder { .. } => false,
         }
     }
+}
+
+/// A durable reminder an actor armed, as [`FakeHost::reminders`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reminder {
+    /// The actor that armed it (and that it goes to).
+    pub actor: String,
+    /// Its name (`""`: anonymous).
+    pub name: String,
+    /// The delay in ms.
+    pub delay_ms: u64,
+    /// When it is due on the fake clock: `now_ms` at arming plus the delay.
+    pub due_ms: u64,
+    /// The message type.
+    pub msg_type: String,
+    /// The payload.
+    pub payload: Vec<u8>,
 }
 
 /// A message to a routed actor that waits for [`FakeHost::run_queued`]: a `tell`, a
@@ -245,6 +284,8 @@ struct State {
     /// The turns in progress, innermost last.
     turns: Vec<Frame>,
     queued: VecDeque<Queued>,
+    /// Reminders armed and not cancelled, in the order armed (a re-armed name moves last).
+    reminders: Vec<Reminder>,
 }
 
 impl State {
@@ -338,6 +379,7 @@ impl FakeHost {
             routes: Vec::new(),
             turns: Vec::new(),
             queued: VecDeque::new(),
+            reminders: Vec::new(),
         }));
         let previous = CURRENT.with(|c| c.borrow_mut().replace(state.clone()));
         Self { state, previous }
@@ -399,6 +441,13 @@ impl FakeHost {
         f: impl FnMut(&DispatchRequest) -> DispatchResult + 'static,
     ) {
         self.state.borrow_mut().dispatch_result = Some(Rc::new(RefCell::new(f)));
+    }
+
+    /// The reminders pending (armed through `outbox::remind`, not cancelled), in the order
+    /// armed; arming a name again replaces that one (it moves last). The fake never delivers
+    /// them: a test hands one to its actor (`fake.handle(.., &r.msg_type, &r.payload)`).
+    pub fn reminders(&self) -> Vec<Reminder> {
+        self.state.borrow().reminders.clone()
     }
 
     /// The next fallible call fails with `err` (queued: one error per call, in order). The
@@ -605,7 +654,7 @@ pub(crate) mod imports {
     use std::cell::RefCell;
     use std::rc::Rc;
 
-    use super::{CURRENT, Call, State, run_turn};
+    use super::{CURRENT, Call, Reminder, State, run_turn};
     use crate::bindings::sluice::actor::types::ActorError;
     use crate::{
         DeliveryPath, DispatchRequest, DispatchResult, Envelope, Error, ErrorCode, LogLevel,
@@ -778,12 +827,108 @@ pub(crate) mod imports {
             )
         })
     }
+
+    pub fn remind(
+        name: &str,
+        delay_ms: u64,
+        msg_type: &str,
+        payload: &[u8],
+    ) -> Result<(), ActorError> {
+        with(|s| {
+            record(
+                s,
+                Call::Remind {
+                    name: name.into(),
+                    delay_ms,
+                    msg_type: msg_type.into(),
+                    payload: payload.to_vec(),
+                },
+            )?;
+            let actor = s.current_id();
+            if !name.is_empty() {
+                s.reminders.retain(|r| r.actor != actor || r.name != name);
+            }
+            let due_ms = s.now_ms.saturating_add(delay_ms);
+            s.reminders.push(Reminder {
+                actor,
+                name: name.into(),
+                delay_ms,
+                due_ms,
+                msg_type: msg_type.into(),
+                payload: payload.to_vec(),
+            });
+            Ok(())
+        })
+    }
+
+    pub fn cancel_reminder(name: &str) -> Result<bool, ActorError> {
+        with(|s| {
+            record(s, Call::CancelReminder { name: name.into() })?;
+            let actor = s.current_id();
+            let before = s.reminders.len();
+            if !name.is_empty() {
+                s.reminders.retain(|r| r.actor != actor || r.name != name);
+            }
+            Ok(s.reminders.len() < before)
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{ErrorCode, OverloadInfo, OverloadScope, bus, host, outbox};
+
+    #[test]
+    fn reminders_are_kept_per_actor_and_name_until_cancelled() {
+        let fake = FakeHost::install();
+        fake.set_self_id("Clock/1");
+        fake.set_now_ms(500);
+        outbox::remind("tick", 100, "tick", "1").unwrap();
+        outbox::remind("", 50, "once", "a").unwrap();
+        outbox::remind("", 50, "once", "b").unwrap();
+        // Re-arming a name replaces it (and moves it last).
+        outbox::remind("tick", 300, "tick", "2").unwrap();
+        let pending: Vec<(String, u64, Vec<u8>)> = fake
+            .reminders()
+            .into_iter()
+            .map(|r| (r.name, r.due_ms, r.payload))
+            .collect();
+        assert_eq!(
+            pending,
+            [
+                (String::new(), 550, b"a".to_vec()),
+                (String::new(), 550, b"b".to_vec()),
+                ("tick".to_string(), 800, b"2".to_vec()),
+            ]
+        );
+        assert!(fake.reminders().iter().all(|r| r.actor == "Clock/1"));
+        // Another actor's name is its own.
+        fake.set_self_id("Clock/2");
+        assert!(!outbox::cancel_reminder("tick").unwrap());
+        fake.set_self_id("Clock/1");
+        assert!(outbox::cancel_reminder("tick").unwrap());
+        assert!(!outbox::cancel_reminder("tick").unwrap());
+        assert!(!outbox::cancel_reminder("").unwrap());
+        assert_eq!(fake.reminders().len(), 2);
+        // A failed arm stores nothing.
+        fake.fail_on(
+            Op::Remind,
+            None,
+            Error::canonical(
+                ErrorCode::ResourceExhausted,
+                "1024 reminders already pending",
+            ),
+        );
+        let err = outbox::remind("late", 1, "x", "").unwrap_err();
+        assert_eq!(err.code, ErrorCode::ResourceExhausted);
+        assert_eq!(fake.reminders().len(), 2);
+        assert_eq!(
+            fake.calls().last().map(Call::op),
+            Some(Op::Remind),
+            "the failed call is recorded"
+        );
+    }
 
     #[test]
     fn host_calls_are_recorded_and_answered_from_the_settings() {

@@ -11,7 +11,7 @@ type Bus = typeof import("sluice:actor/bus@0.1.0");
 
 /** Every WIT import function, as one object (what a fake host implements). */
 export type WitImports = Pick<Host, "tell" | "ask" | "schedule" | "selfId" | "nowMs" | "log">
-  & Pick<Outbox, "dispatch" | "tellReliable">
+  & Pick<Outbox, "dispatch" | "tellReliable" | "remind" | "cancelReminder">
   & Pick<Bus, "publish">;
 
 let current: WitImports | null = null;
@@ -38,4 +38,6 @@ export const nowMs: Host["nowMs"] = () => target().nowMs();
 export const log: Host["log"] = (level, msg) => target().log(level, msg);
 export const dispatch: Outbox["dispatch"] = (req) => target().dispatch(req);
 export const tellReliable: Outbox["tellReliable"] = (to, msgType, payload) => target().tellReliable(to, msgType, payload);
+export const remind: Outbox["remind"] = (name, delayMs, msgType, payload) => target().remind(name, delayMs, msgType, payload);
+export const cancelReminder: Outbox["cancelReminder"] = (name) => target().cancelReminder(name);
 export const publish: Bus["publish"] = (topic, payload) => target().publish(topic, payload);

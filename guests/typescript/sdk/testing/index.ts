@@ -20,9 +20,9 @@
  * Run such tests with `node --import @sluice/guest/testing/register --test app.test.ts`: the
  * hooks it registers load `.ts` files and resolve the SDK's `sluice:actor/*` imports to the
  * installed fake. A failure is scripted with `failNext`: the next fallible call (tell, ask,
- * schedule, dispatch, tellReliable, publish) throws that error, which reaches the actor as the
- * same typed `SluiceError` the real host's `actor-error` becomes; `failOn({ op, to }, err)`
- * fails the next call of that kind or to that target only.
+ * schedule, dispatch, tellReliable, remind, cancelReminder, publish) throws that error, which
+ * reaches the actor as the same typed `SluiceError` the real host's `actor-error` becomes;
+ * `failOn({ op, to }, err)` fails the next call of that kind or to that target only.
  *
  * Several actors are tested together by routing their ids to in-process instances:
  *
@@ -31,8 +31,15 @@
  *   fake.handle(leader, "start");          // runs as Leader/1 (host.selfId())
  *   assert.deepEqual(fake.runQueued(), []); // delivers what waits (and what that sends): no error
  *
+ * Reminders (`host.outbox.remind`) wait in `fake.reminders`, per actor and name as the host
+ * keeps them (arming a name again replaces it, `cancelReminder` removes it), but never fire:
+ *
+ *   fake.handle(actor, "arm");
+ *   const [r] = fake.reminders;             // { actorId, name, delayMs, dueMs, msgType, payload }
+ *   fake.handle(actor, r.msgType, r.payload, { sender: r.actorId });   // deliver it by hand
+ *
  * The fake is not a host: it has no mailbox bounds, no outbox (no idempotency keys, retries or
- * dead letters) and no timers; those are the host's, tested against a real one.
+ * dead letters, no reminder limit) and no timers; those are the host's, tested against a real one.
  */
 import type {
   ActorError, DeliveryPath, DispatchOutcome, DispatchRequest, DispatchResult, LogLevel, TellReceipt,
@@ -44,19 +51,23 @@ import { decodeUtf8 } from "../utf8.ts";
 import { type WitImports, setImports } from "./imports.ts";
 
 /** Which host import a recorded call went through. */
-export type Op = "tell" | "ask" | "schedule" | "dispatch" | "tellReliable" | "publish";
+export type Op = "tell" | "ask" | "schedule" | "dispatch" | "tellReliable" | "remind" | "cancelReminder" | "publish";
 
 /** One host call the actor made, as the host received it (payloads as bytes). */
 export interface Call {
   op: Op;
-  /** The target actor id; the topic for `publish`; `""` for `schedule` and `dispatch`. */
+  /** The target actor id; the topic for `publish`; `""` for `schedule`, `dispatch`, `remind`
+   * and `cancelReminder`. */
   to: string;
+  /** `""` for `cancelReminder` (its payload is empty). */
   msgType: string;
   payload: Uint8Array;
   /** `ask`: the deadline sent, in ms (after the SDK applied `with` and defaults). */
   timeoutMs?: number;
-  /** `schedule`: the delay, in ms. */
+  /** `schedule` and `remind`: the delay, in ms. */
   delayMs?: number;
+  /** `remind` and `cancelReminder`: the reminder's name (`""` for an unnamed `remind`). */
+  name?: string;
   /** `dispatch`: the WIT request exactly as sent. */
   request?: DispatchRequest;
   /** The routed actor (`FakeHost.route`) whose turn made the call; absent for one not routed. */
@@ -73,6 +84,19 @@ export interface Queued {
   msgType: string;
   payload: Uint8Array;
   sender: string | null;
+}
+
+/** A pending reminder (`FakeHost.reminders`), as `host.outbox.remind` armed it. */
+export interface Reminder {
+  /** The actor that armed it, whom it is for: its routed id (`FakeHost.route`), else `selfId`. */
+  actorId: string;
+  /** Its name; `""` for an unnamed one (which no call replaces or cancels). */
+  name: string;
+  delayMs: number;
+  /** When it falls due on the fake clock: `nowMs` when it was armed, plus `delayMs`. */
+  dueMs: number;
+  msgType: string;
+  payload: Uint8Array;
 }
 
 /** A queued message whose turn failed (`FakeHost.runQueued` returns them). */
@@ -148,6 +172,10 @@ export class FakeHost {
   logs: [LogLevel, string][] = [];
   /** Messages to routed actors not delivered yet, oldest first (`runQueued`). */
   queued: Queued[] = [];
+  /** Pending reminders, in the order armed: arming a name again replaces that actor's pending
+   * one (the new one goes last), `cancelReminder` removes it. None fires on its own (no timers):
+   * a test delivers one with `handle(actor, r.msgType, r.payload, { sender: r.actorId })`. */
+  reminders: Reminder[] = [];
   private failures: { error: SluiceError | ActorError; match: CallMatch }[] = [];
   private routes = new Map<string, Actor>();
   /** The turns in progress, innermost last: each actor with its routed id (if any). */
@@ -303,6 +331,12 @@ export class FakeHost {
     if (this.routes.has(to)) this.queued.push({ to, msgType, payload, sender });
   }
 
+  /** The index in `reminders` of `actorId`'s pending reminder `name`; -1 for none or `""`. */
+  private pendingReminder(actorId: string, name: string): number {
+    if (name === "") return -1;
+    return this.reminders.findIndex((r) => r.actorId === actorId && r.name === name);
+  }
+
   /** An ask to a routed actor: its turn, now. */
   private askRouted(to: string, target: Actor, msgType: string, payload: Uint8Array, timeoutMs: number): Uint8Array {
     if (this.turns.some((t) => t.actor === target)) {
@@ -354,6 +388,21 @@ export class FakeHost {
         this.record({ op: "tellReliable", to, msgType, payload });
         this.enqueue(to, msgType, payload, this.currentId());
         return this.deliveryPath;
+      },
+      remind: (name, delayMs, msgType, payload) => {
+        const ms = Number(delayMs);
+        this.record({ op: "remind", to: "", msgType, payload, delayMs: ms, name });
+        const actorId = this.currentId();
+        const i = this.pendingReminder(actorId, name);
+        if (i >= 0) this.reminders.splice(i, 1);
+        this.reminders.push({ actorId, name, delayMs: ms, dueMs: this.nowMs + ms, msgType, payload });
+      },
+      cancelReminder: (name) => {
+        this.record({ op: "cancelReminder", to: "", msgType: "", payload: new Uint8Array(0), name });
+        const i = this.pendingReminder(this.currentId(), name);
+        if (i < 0) return false;
+        this.reminders.splice(i, 1);
+        return true;
       },
       publish: (topic, payload) => {
         this.record({ op: "publish", to: topic, msgType: "", payload });

@@ -49,7 +49,8 @@ class Echo {
         return { count: this.items.length };
       case "recorded":
         return { items: this.items, envelopes: this.envelopes };
-      case "tell": case "ask": case "schedule": case "tell_reliable": case "dispatch": case "publish":
+      case "tell": case "ask": case "schedule": case "tell_reliable": case "remind": case "cancel_reminder":
+      case "dispatch": case "publish":
         try {
           return this.callHost(env.msgType, env.json() ?? {});
         } catch (e) {
@@ -72,6 +73,11 @@ class Echo {
         return ok();
       case "tell_reliable":
         return ok({ path: host.outbox.tellReliable(r.to, r.msg_type, r.payload ?? "") });
+      case "remind":
+        host.outbox.remind(r.name ?? "", r.delay_ms, r.msg_type, r.payload ?? "");
+        return ok();
+      case "cancel_reminder":
+        return ok({ cancelled: host.outbox.cancelReminder(r.name ?? "") });
       case "dispatch": {
         const res = host.outbox.dispatch(
           r.context ?? "", host.selfId(), r.targets, r.payload ?? "", r.mode ?? "cast",

@@ -16,6 +16,7 @@ export const host = {
   nowMs() { return 1234n; },
   log(l, m) { calls.push(["log", l, m]); },
 };
+const reminders = new Set();
 export const outbox = {
   dispatch(req) {
     fail(req.targets[0]);
@@ -24,6 +25,13 @@ export const outbox = {
     return { delivered: 1, deduplicated: 0, queued: outcomes.length - 1, deadLettered: 0, outcomes };
   },
   tellReliable(to, t, p) { fail(to); return "direct"; },
+  // Reminders by name (the fake keeps only the names: one pending per name); a name of "full"
+  // fails the way a host at max_reminders_per_actor does.
+  remind(name, d, t, p) {
+    if (name === "full") throw err({ code: "resource-exhausted", message: "RESOURCE_EXHAUSTED: 100 reminders pending (max_reminders_per_actor=100)", skipped: false });
+    if (name !== "") reminders.add(name);
+  },
+  cancelReminder(name) { return reminders.delete(name); },
 };
 export const bus = { publish(topic, p) { fail(topic); } };
 // `turns.next` over a queue the smoke runner fills: each call records the ended turn's result

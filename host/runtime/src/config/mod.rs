@@ -45,6 +45,10 @@ pub struct HostConfig {
     pub max_payload_bytes: usize,
     /// Pending `schedule` timers per actor. Default 1024.
     pub max_timers_per_actor: usize,
+    /// Pending durable reminders (`outbox.remind`) per actor, counted in the outbox; arming
+    /// one more is refused `RESOURCE_EXHAUSTED` (re-arming a pending name is not one more).
+    /// Default 1024.
+    pub max_reminders_per_actor: u32,
     /// Admission cap per actor unless its child sets `max_queued`: an arrival is refused
     /// `OVERLOADED` (scope `actor`) when the actor's queued + running turns reach it.
     /// 0 = unlimited (default). Size it ≈ `call_timeout_ms / p50 turn ms`.
@@ -71,6 +75,7 @@ impl Default for HostConfig {
             call_timeout_ms: 30_000,
             max_payload_bytes: 5 * 1024 * 1024,
             max_timers_per_actor: 1024,
+            max_reminders_per_actor: 1024,
             max_queued_per_actor: 0,
             max_inflight_turns: 0,
             cache_dir: None,
@@ -112,6 +117,11 @@ impl HostConfig {
         range::check(
             "host.max_timers_per_actor",
             self.max_timers_per_actor,
+            1..=1_000_000,
+        )?;
+        range::check(
+            "host.max_reminders_per_actor",
+            self.max_reminders_per_actor,
             1..=1_000_000,
         )?;
         range::check(

@@ -153,6 +153,44 @@ impl outbox::Host for StoreState {
         self.turn.waited += t0.elapsed();
         Ok(r.map(delivery_path).map_err(to_wit))
     }
+
+    async fn remind(
+        &mut self,
+        name: String,
+        delay_ms: u64,
+        msg_type: String,
+        payload: Vec<u8>,
+    ) -> Guest<()> {
+        let host = match self.host() {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        let t0 = Instant::now();
+        let r = host
+            .remind(
+                &self.self_id,
+                &name,
+                delay_ms,
+                msg_type,
+                payload,
+                &self.turn.principal,
+                self.turn.trace,
+            )
+            .await;
+        self.turn.waited += t0.elapsed();
+        Ok(r.map_err(to_wit))
+    }
+
+    async fn cancel_reminder(&mut self, name: String) -> Guest<bool> {
+        let host = match self.host() {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        let t0 = Instant::now();
+        let r = host.cancel_reminder(&self.self_id, &name).await;
+        self.turn.waited += t0.elapsed();
+        Ok(r.map_err(to_wit))
+    }
 }
 
 impl bus::Host for StoreState {

@@ -72,6 +72,20 @@ pub(crate) trait GuestHost: Send + Sync {
         payload: Vec<u8>,
         opts: CallOptions,
     ) -> Result<DeliveryPath, ActorError>;
+    /// A durable reminder to `me` after `delay_ms`, for `principal`, in `trace`.
+    #[allow(clippy::too_many_arguments)]
+    async fn remind(
+        &self,
+        me: &ActorId,
+        name: &str,
+        delay_ms: u64,
+        msg_type: String,
+        payload: Vec<u8>,
+        principal: &Arc<str>,
+        trace: Option<sluice_trace::TraceParent>,
+    ) -> Result<(), ActorError>;
+    /// Cancels `me`'s pending reminder `name`; whether one was pending.
+    async fn cancel_reminder(&self, me: &ActorId, name: &str) -> Result<bool, ActorError>;
     /// A bus event on behalf of `principal`, carrying the publishing turn's `trace`.
     fn publish(
         &self,

@@ -10,11 +10,13 @@ use async_trait::async_trait;
 use super::inner::HostInner;
 use crate::bindings::wit;
 use crate::call::{CallOptions, DeliveryPath, TellReceipt};
-use crate::error::ActorError;
+use crate::error::{ActorError, ErrorCode};
 use crate::guest::GuestHost;
 use crate::id::{ActorId, validate_msg_type};
 use crate::reliable::{self, RuntimeDelivery, outbox_error};
 use crate::timers;
+use sluice_bus::SYSTEM_PRINCIPAL;
+use sluice_outbox::NewMessage;
 
 impl HostInner {
     fn attached_outbox(&self) -> Result<&Arc<sluice_outbox::Outbox>, ActorError> {
@@ -54,7 +56,59 @@ impl HostInner {
         let outbox = self.attached_outbox()?;
         reliable::tell_reliable(&self.routes, outbox, id, msg_type, payload, opts).await
     }
+
+    /// A durable reminder to `me` (the WIT `outbox.remind`), stored before this returns.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn remind(
+        &self,
+        me: &ActorId,
+        name: &str,
+        delay_ms: u64,
+        msg_type: String,
+        payload: Vec<u8>,
+        principal: &str,
+        trace: Option<sluice_trace::TraceParent>,
+    ) -> Result<(), ActorError> {
+        validate_msg_type(&msg_type)?;
+        self.check_payload(payload.len())?;
+        if delay_ms > MAX_REMINDER_DELAY_MS {
+            return Err(ActorError::invalid_argument(format!(
+                "reminder delay_ms={delay_ms} exceeds {MAX_REMINDER_DELAY_MS} (ten years)"
+            )));
+        }
+        let outbox = self.attached_outbox()?;
+        let mut m = NewMessage::new(me.to_string(), msg_type, payload)
+            .with_sender(me.to_string())
+            .with_delay_ms(delay_ms)
+            .with_trace(trace);
+        if principal != SYSTEM_PRINCIPAL {
+            m = m.with_principal(principal);
+        }
+        let max = self.env.config.max_reminders_per_actor;
+        if !outbox.remind(m, name, max).await.map_err(outbox_error)? {
+            return Err(ActorError::new(
+                ErrorCode::ResourceExhausted,
+                format!("{max} reminders already pending for {me} (max_reminders_per_actor)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Cancels `me`'s pending reminder `name` (the WIT `outbox.cancel-reminder`).
+    pub(crate) async fn cancel_reminder(
+        &self,
+        me: &ActorId,
+        name: &str,
+    ) -> Result<bool, ActorError> {
+        self.attached_outbox()?
+            .cancel_reminder(me.as_str(), name)
+            .await
+            .map_err(outbox_error)
+    }
 }
+
+/// Longest delay `outbox.remind` takes: ten years, in ms.
+const MAX_REMINDER_DELAY_MS: u64 = 10 * 365 * 24 * 3_600_000;
 
 #[async_trait]
 impl GuestHost for HostInner {
@@ -147,6 +201,26 @@ impl GuestHost for HostInner {
     ) -> Result<DeliveryPath, ActorError> {
         let id = ActorId::parse(to)?;
         HostInner::tell_reliable(self, &id, msg_type, payload, opts).await
+    }
+
+    async fn remind(
+        &self,
+        me: &ActorId,
+        name: &str,
+        delay_ms: u64,
+        msg_type: String,
+        payload: Vec<u8>,
+        principal: &Arc<str>,
+        trace: Option<sluice_trace::TraceParent>,
+    ) -> Result<(), ActorError> {
+        HostInner::remind(
+            self, me, name, delay_ms, msg_type, payload, principal, trace,
+        )
+        .await
+    }
+
+    async fn cancel_reminder(&self, me: &ActorId, name: &str) -> Result<bool, ActorError> {
+        HostInner::cancel_reminder(self, me, name).await
     }
 
     fn publish(

@@ -122,6 +122,18 @@ impl Actor for Echo {
                     Err(e) => report(&e),
                 }
             }
+            "remind" => {
+                let delay = req.get("delay_ms").and_then(Value::as_u64).unwrap_or(0);
+                let (name, msg_type) = (s(&req, "name"), s(&req, "msg_type"));
+                match outbox::remind(name, delay, msg_type, s(&req, "payload")) {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => report(&e),
+                }
+            }
+            "cancel_reminder" => match outbox::cancel_reminder(s(&req, "name")) {
+                Ok(cancelled) => json!({"ok": true, "cancelled": cancelled}),
+                Err(e) => report(&e),
+            },
             "dispatch" => {
                 let targets: Vec<String> = req
                     .get("targets")

@@ -187,3 +187,107 @@ func TellReliable(to string, msgType string, payload []uint8) witTypes.Result[sl
 	return result2
 
 }
+
+//go:wasmimport sluice:actor/outbox@0.1.0 remind
+func wasm_import_remind(arg0 uintptr, arg1 uint32, arg2 int64, arg3 uintptr, arg4 uint32, arg5 uintptr, arg6 uint32, arg7 uintptr)
+
+func Remind(name string, delayMs uint64, msgType string, payload []uint8) witTypes.Result[witTypes.Unit, sluice_actor_types.ActorError] {
+	pinner := &runtime.Pinner{}
+	defer pinner.Unpin()
+
+	returnArea := uintptr(witRuntime.Allocate(pinner, (72 + 2*4), 8))
+	utf8 := unsafe.Pointer(unsafe.StringData(name))
+	pinner.Pin(utf8)
+	utf80 := unsafe.Pointer(unsafe.StringData(msgType))
+	pinner.Pin(utf80)
+	data := unsafe.Pointer(unsafe.SliceData(payload))
+	pinner.Pin(data)
+	wasm_import_remind(uintptr(utf8), uint32(len(name)), int64(delayMs), uintptr(utf80), uint32(len(msgType)), uintptr(data), uint32(len(payload)), returnArea)
+	var result witTypes.Result[witTypes.Unit, sluice_actor_types.ActorError]
+	switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 0))) {
+	case 0:
+
+		result = witTypes.Ok[witTypes.Unit, sluice_actor_types.ActorError](witTypes.Unit{})
+	case 1:
+		value := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 1*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 2*4))))
+		var option witTypes.Option[uint64]
+		switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (16 + 2*4)))) {
+		case 0:
+
+			option = witTypes.None[uint64]()
+		case 1:
+
+			option = witTypes.Some[uint64](uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (24 + 2*4)))))
+		default:
+			panic("unreachable")
+		}
+		var option1 witTypes.Option[sluice_actor_types.OverloadInfo]
+		switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (40 + 2*4)))) {
+		case 0:
+
+			option1 = witTypes.None[sluice_actor_types.OverloadInfo]()
+		case 1:
+
+			option1 = witTypes.Some[sluice_actor_types.OverloadInfo](sluice_actor_types.OverloadInfo{Scope: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (48 + 2*4))))), Depth: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (56 + 2*4)))), Limit: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (64 + 2*4))))})
+		default:
+			panic("unreachable")
+		}
+
+		result = witTypes.Err[witTypes.Unit, sluice_actor_types.ActorError](sluice_actor_types.ActorError{Code: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 8)))), Message: value, RetryAfterMs: option, Skipped: (uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (32 + 2*4)))) != 0), Overload: option1})
+	default:
+		panic("unreachable")
+	}
+	result2 := result
+	return result2
+
+}
+
+//go:wasmimport sluice:actor/outbox@0.1.0 cancel-reminder
+func wasm_import_cancel_reminder(arg0 uintptr, arg1 uint32, arg2 uintptr)
+
+func CancelReminder(name string) witTypes.Result[bool, sluice_actor_types.ActorError] {
+	pinner := &runtime.Pinner{}
+	defer pinner.Unpin()
+
+	returnArea := uintptr(witRuntime.Allocate(pinner, (72 + 2*4), 8))
+	utf8 := unsafe.Pointer(unsafe.StringData(name))
+	pinner.Pin(utf8)
+	wasm_import_cancel_reminder(uintptr(utf8), uint32(len(name)), returnArea)
+	var result witTypes.Result[bool, sluice_actor_types.ActorError]
+	switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 0))) {
+	case 0:
+
+		result = witTypes.Ok[bool, sluice_actor_types.ActorError]((uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 8))) != 0))
+	case 1:
+		value := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 1*4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (8 + 2*4))))
+		var option witTypes.Option[uint64]
+		switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (16 + 2*4)))) {
+		case 0:
+
+			option = witTypes.None[uint64]()
+		case 1:
+
+			option = witTypes.Some[uint64](uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (24 + 2*4)))))
+		default:
+			panic("unreachable")
+		}
+		var option0 witTypes.Option[sluice_actor_types.OverloadInfo]
+		switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (40 + 2*4)))) {
+		case 0:
+
+			option0 = witTypes.None[sluice_actor_types.OverloadInfo]()
+		case 1:
+
+			option0 = witTypes.Some[sluice_actor_types.OverloadInfo](sluice_actor_types.OverloadInfo{Scope: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (48 + 2*4))))), Depth: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (56 + 2*4)))), Limit: uint64(*(*int64)(unsafe.Add(unsafe.Pointer(returnArea), (64 + 2*4))))})
+		default:
+			panic("unreachable")
+		}
+
+		result = witTypes.Err[bool, sluice_actor_types.ActorError](sluice_actor_types.ActorError{Code: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 8)))), Message: value, RetryAfterMs: option, Skipped: (uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (32 + 2*4)))) != 0), Overload: option0})
+	default:
+		panic("unreachable")
+	}
+	result1 := result
+	return result1
+
+}

@@ -29,3 +29,24 @@ def tell_reliable(to: str, msg_type: str, payload: bytes) -> types.DeliveryPath:
     Raises: `componentize_py_types.Err(wit_world.imports.types.ActorError)`
     """
     raise NotImplementedError
+def remind(name: str, delay_ms: int, msg_type: str, payload: bytes) -> None:
+    """
+    A durable reminder: `msg-type` with `payload`, delivered to this actor itself once
+    `delay-ms` has passed. Stored before this returns, it outlives the activation, a host
+    crash or restart and a handoff in a cluster (unlike `host.schedule`, which is in memory).
+    At least once: after a crash it may arrive twice. A non-empty `name` (at most 256 bytes)
+    names it for this actor, and arming that name again replaces the pending one; an empty
+    name arms a new one each time. Fails with `resource-exhausted` when this actor already has
+    `max_reminders_per_actor` pending, `unavailable` on a host without an outbox.
+    
+    Raises: `componentize_py_types.Err(wit_world.imports.types.ActorError)`
+    """
+    raise NotImplementedError
+def cancel_reminder(name: str) -> bool:
+    """
+    Cancel this actor's pending reminder `name`: true when one was pending, false when none
+    was (it never existed, was cancelled, or is already being delivered).
+    
+    Raises: `componentize_py_types.Err(wit_world.imports.types.ActorError)`
+    """
+    raise NotImplementedError

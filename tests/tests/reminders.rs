@@ -1,0 +1,206 @@
+//! Durable reminders (`outbox.remind` / `outbox.cancel-reminder`) through the public surface:
+//! each language's echo actor arms, re-arms and cancels them on a real host with a real SQLite
+//! outbox, and sees the limits as its SDK's typed errors; and the real `sluice run` binary,
+//! killed with SIGKILL after a reminder was armed, delivers it after a restart, on the embedded
+//! SQLite store and on Postgres.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_outbox::{Outbox, OutboxConfig};
+use sluice_runtime::{ChildSpec, HostConfig};
+use sluice_tests::{
+    Lang, SluiceRun, json, per_language, poly_host, rust_app, sluice_binary, test_config, wait_for,
+};
+
+const T: Duration = Duration::from_secs(30);
+
+per_language!(reminders_arrive_once_when_due_and_names_replace_or_cancel);
+
+async fn echo_call(host: &sluice_runtime::Host, id: &str, op: &str, req: Value) -> Value {
+    let reply = host
+        .ask(id, op, req.to_string(), T)
+        .await
+        .unwrap_or_else(|e| panic!("{op} {req}: {e}"));
+    json(&reply)
+}
+
+/// What `id` recorded once it holds at least `n` items (bounded wait).
+async fn recorded(host: &sluice_runtime::Host, id: &str, n: usize) -> Value {
+    let what = format!("{id} to record {n} reminders");
+    wait_for(T, &what, || async move {
+        let r = json(&host.ask(id, "recorded", "", T).await.unwrap());
+        let have = r["items"].as_array().map_or(0, Vec::len);
+        if have >= n { Ok(r) } else { Err(r) }
+    })
+    .await
+}
+
+async fn reminders_arrive_once_when_due_and_names_replace_or_cancel(lang: Lang) {
+    let cfg = HostConfig {
+        max_reminders_per_actor: 3,
+        ..test_config()
+    };
+    let Some(host) = poly_host(
+        cfg,
+        lang,
+        vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
+    )
+    .await
+    else {
+        return;
+    };
+    let me = "Echo/clock";
+    let arm = |name: &str, delay_ms: u64, payload: &str| json!({"name": name, "delay_ms": delay_ms, "msg_type": "record", "payload": payload});
+    // Without an outbox there is nowhere to keep a reminder: a typed UNAVAILABLE.
+    let r = echo_call(&host, me, "remind", arm("", 10, "x")).await;
+    assert_eq!(r["error"]["type"], "Unavailable", "{lang:?}: {r}");
+    assert_eq!(r["error"]["code"], "unavailable", "{lang:?}: {r}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::open_sqlite(dir.path().join("outbox.db"), OutboxConfig::default())
+        .await
+        .unwrap();
+    host.attach_outbox(outbox);
+    let armed = Instant::now();
+    for (name, delay, payload) in [
+        ("", 400, "anonymous"),
+        ("tick", 200, "first"),
+        // Arming `tick` again replaces the pending one: `first` never arrives.
+        ("tick", 700, "second"),
+        ("gone", 300, "cancelled"),
+    ] {
+        let r = echo_call(&host, me, "remind", arm(name, delay, payload)).await;
+        assert_eq!(r, json!({"ok": true}), "{lang:?} {name}");
+    }
+    // At the cap (3 pending): one more is refused, exactly as the SDK types it.
+    let r = echo_call(&host, me, "remind", arm("", 100, "over")).await;
+    assert_eq!(r["error"]["type"], "ResourceExhausted", "{lang:?}: {r}");
+    assert_eq!(
+        r["error"]["message"],
+        "RESOURCE_EXHAUSTED: 3 reminders already pending for Echo/clock (max_reminders_per_actor)",
+        "{lang:?}"
+    );
+    let cancel = |name: &str| json!({"name": name});
+    let r = echo_call(&host, me, "cancel_reminder", cancel("gone")).await;
+    assert_eq!(r, json!({"ok": true, "cancelled": true}), "{lang:?}");
+    let r = echo_call(&host, me, "cancel_reminder", cancel("gone")).await;
+    assert_eq!(r, json!({"ok": true, "cancelled": false}), "{lang:?}");
+    // Another actor's names are its own.
+    let r = echo_call(&host, "Echo/other", "cancel_reminder", cancel("tick")).await;
+    assert_eq!(r, json!({"ok": true, "cancelled": false}), "{lang:?}");
+    // Bad input is refused before anything is stored.
+    let long = "n".repeat(257);
+    let r = echo_call(&host, me, "remind", arm(&long, 10, "x")).await;
+    assert_eq!(r["error"]["type"], "InvalidArgument", "{lang:?}: {r}");
+    let bad_type = json!({"name": "", "delay_ms": 10, "msg_type": "", "payload": "x"});
+    let r = echo_call(&host, me, "remind", bad_type).await;
+    assert_eq!(r["error"]["type"], "InvalidArgument", "{lang:?}: {r}");
+
+    let r = recorded(&host, me, 2).await;
+    let elapsed = armed.elapsed();
+    assert_eq!(r["items"], json!(["anonymous", "second"]), "{lang:?}");
+    assert!(
+        elapsed >= Duration::from_millis(700),
+        "{lang:?}: {elapsed:?}"
+    );
+    // Each is a message from the actor to itself.
+    for env in r["envelopes"].as_array().unwrap() {
+        assert_eq!(env["sender"], me, "{lang:?}: {r}");
+        assert_eq!(env["msg_type"], "record", "{lang:?}: {r}");
+    }
+    // Delivered once: past every due time (the cancelled and the replaced ones' too), the
+    // actor still holds those two, and nothing is left to deliver.
+    let ob = host.outbox().unwrap();
+    let what = "the outbox to have nothing pending";
+    wait_for(T, what, || async {
+        let depth: u64 = ob.stats().await.unwrap().iter().map(|p| p.depth).sum();
+        if depth == 0 { Ok(()) } else { Err(depth) }
+    })
+    .await;
+    let again = json(&host.ask(me, "recorded", "", T).await.unwrap());
+    assert_eq!(again["items"], json!(["anonymous", "second"]), "{lang:?}");
+    // Both delivered: the cap has room for three again.
+    for name in ["a", "b", "c"] {
+        let r = echo_call(&host, me, "remind", arm(name, 60_000, name)).await;
+        assert_eq!(r, json!({"ok": true}), "{lang:?} {name}");
+    }
+}
+
+const APP: &str = r#"
+[[supervisor.children]]
+name = "echo"
+actor_type = "Echo"
+module = "echo.wasm"
+
+[outbox]
+lease_ms = 2000   # Postgres: the killed host's partition leases lapse after 2 s
+"#;
+
+async fn ask(base: &str, path: &str, body: Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/actors/{path}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.json().await.unwrap()
+}
+
+/// Arms a reminder on a `sluice run` host, kills the host with SIGKILL before it is due, starts
+/// the host again on the same store, and waits for the reminder there: it arrives once, not
+/// before its due time.
+async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
+    let app = rust_app(&["echo"], APP);
+    let bin = sluice_binary("sluice-reminders");
+    let h1 = SluiceRun::start(&bin, app.path(), args, &[]).await;
+    let armed = Instant::now();
+    let r = ask(
+        &h1.ingress,
+        "Echo/wake/ask/remind",
+        json!({"name": "wake", "delay_ms": 1500, "msg_type": "record", "payload": "durable"}),
+    )
+    .await;
+    assert_eq!(r, json!({"ok": true}));
+    drop(h1); // SIGKILL, long before the reminder is due
+    assert!(
+        armed.elapsed() < Duration::from_millis(1500),
+        "killed too late to prove anything"
+    );
+
+    let h2 = SluiceRun::start(&bin, app.path(), args, &[]).await;
+    let got = wait_for(T, "the reminder on the restarted host", || async {
+        let r = ask(&h2.ingress, "Echo/wake/ask/recorded", json!("")).await;
+        if r["items"].as_array().is_some_and(|a| !a.is_empty()) {
+            Ok(r)
+        } else {
+            Err(r)
+        }
+    })
+    .await;
+    assert!(armed.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(got["items"], json!(["durable"]));
+    assert_eq!(got["envelopes"][0]["sender"], "Echo/wake", "{got}");
+    // Nothing is left pending, so it cannot arrive again.
+    let r = ask(
+        &h2.ingress,
+        "Echo/wake/ask/cancel_reminder",
+        json!({"name": "wake"}),
+    )
+    .await;
+    assert_eq!(r, json!({"ok": true, "cancelled": false}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reminder_outlives_a_sigkill_on_the_embedded_sqlite_store() {
+    a_reminder_outlives_a_sigkilled_host(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reminder_outlives_a_sigkill_on_postgres() {
+    let Some(db) = sluice_tests::fresh_postgres_database("reminders").await else {
+        return;
+    };
+    a_reminder_outlives_a_sigkilled_host(&["--database-url", &db]).await;
+}
