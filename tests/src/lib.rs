@@ -535,6 +535,19 @@ pub fn copy_source_tree(from: &Path, to: &Path) {
     }
 }
 
+/// POSTs `body` (as JSON text) to `{base}/actors/{path}` of a host's HTTP ingress and returns
+/// the JSON reply; panics on a status other than 2xx.
+pub async fn ingress_ask(base: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/actors/{path}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.json().await.unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// One test per language for each behaviour named.
 #[macro_export]
 macro_rules! per_language {

@@ -5,25 +5,14 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use sluice_tests::{SluiceRun, rust_app, sluice_binary, wait_for};
+use serde_json::json;
+use sluice_tests::{SluiceRun, ingress_ask, rust_app, sluice_binary, wait_for};
 use sqlx::Connection;
 
 const T: Duration = Duration::from_secs(60);
 
 async fn fresh_database() -> Option<String> {
     sluice_tests::fresh_postgres_database("sluice_run").await
-}
-
-async fn ask(base: &str, path: &str, body: Value) -> Value {
-    let r = reqwest::Client::new()
-        .post(format!("{base}/actors/{path}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{path}: {}", r.status());
-    r.json().await.unwrap()
 }
 
 async fn counts(db: &str) -> (i64, i64, i64, i64) {
@@ -69,7 +58,7 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
     // Host 1: a guest dispatches 12 slow jobs (150 ms each) to one receiver with a one-slot
     // mailbox. The first goes straight in; the rest wait in Postgres for the relay.
     let h1 = SluiceRun::start(&bin, app.path(), &["--database-url", &db], &[]).await;
-    let r = ask(
+    let r = ingress_ask(
         &h1.ingress,
         "Echo/1/ask/dispatch",
         json!({"targets": ["Slow/1"], "msg_type": "sleep", "payload": "150", "mode": "cast",
@@ -78,7 +67,7 @@ lease_ms = 2000       # a claim held by the killed host is visible again after 2
     .await;
     assert_eq!(r["ok"], true, "{r}");
     for _ in 1..12 {
-        let r = ask(
+        let r = ingress_ask(
             &h1.ingress,
             "Echo/1/ask/dispatch",
             json!({"targets": ["Slow/1"], "msg_type": "sleep", "payload": "150", "mode": "cast"}),

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use sluice_outbox::{Outbox, OutboxConfig};
 use sluice_runtime::{ChildSpec, HostConfig};
 use sluice_tests::{
-    Lang, SluiceRun, json, per_language, poly_host, rust_app, sluice_binary, test_config, wait_for,
+    Lang, SluiceRun, ingress_ask, json, per_language, poly_host, rust_app, sluice_binary,
+    test_config, wait_for,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -137,17 +138,6 @@ module = "echo.wasm"
 lease_ms = 2000   # Postgres: the killed host's partition leases lapse after 2 s
 "#;
 
-async fn ask(base: &str, path: &str, body: Value) -> Value {
-    let r = reqwest::Client::new()
-        .post(format!("{base}/actors/{path}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{path}: {}", r.status());
-    r.json().await.unwrap()
-}
-
 /// Arms a reminder on a `sluice run` host, kills the host with SIGKILL before it is due, starts
 /// the host again on the same store, and waits for the reminder there: it arrives once, not
 /// before its due time.
@@ -156,7 +146,7 @@ async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
     let bin = sluice_binary("sluice-reminders");
     let h1 = SluiceRun::start(&bin, app.path(), args, &[]).await;
     let armed = Instant::now();
-    let r = ask(
+    let r = ingress_ask(
         &h1.ingress,
         "Echo/wake/ask/remind",
         json!({"name": "wake", "delay_ms": 1500, "msg_type": "record", "payload": "durable"}),
@@ -171,7 +161,7 @@ async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
 
     let h2 = SluiceRun::start(&bin, app.path(), args, &[]).await;
     let got = wait_for(T, "the reminder on the restarted host", || async {
-        let r = ask(&h2.ingress, "Echo/wake/ask/recorded", json!("")).await;
+        let r = ingress_ask(&h2.ingress, "Echo/wake/ask/recorded", json!("")).await;
         if r["items"].as_array().is_some_and(|a| !a.is_empty()) {
             Ok(r)
         } else {
@@ -183,7 +173,7 @@ async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
     assert_eq!(got["items"], json!(["durable"]));
     assert_eq!(got["envelopes"][0]["sender"], "Echo/wake", "{got}");
     // Nothing is left pending, so it cannot arrive again.
-    let r = ask(
+    let r = ingress_ask(
         &h2.ingress,
         "Echo/wake/ask/cancel_reminder",
         json!({"name": "wake"}),

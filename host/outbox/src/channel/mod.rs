@@ -200,6 +200,52 @@ pub(crate) const REMINDER_COLUMNS: &str = "receiver, name, due_at, tenant, names
     partition, receiver_type, msg_type, payload, principal, headers, sequence_number, \
     created_at, traceparent";
 
+/// Arming a reminder, on both backends (SQLite reads `$N` as the N-th bound value too): the
+/// receiver's other pending reminders are counted and the row inserted, or a pending one of
+/// the same name replaced, in one statement. Bind with [`bind_reminder!`].
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn arm_reminder_sql() -> String {
+    format!(
+        "INSERT INTO outbox_reminders ({REMINDER_COLUMNS}) \
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+         WHERE (SELECT COUNT(*) FROM outbox_reminders \
+                WHERE receiver = $1 AND ($2 = '' OR name <> $2)) < $16 \
+         ON CONFLICT (receiver, name) WHERE name <> '' DO UPDATE SET \
+         due_at = excluded.due_at, msg_type = excluded.msg_type, payload = excluded.payload, \
+         principal = excluded.principal, headers = excluded.headers, \
+         sequence_number = excluded.sequence_number, created_at = excluded.created_at, \
+         traceparent = excluded.traceparent"
+    )
+}
+
+/// Binds a [`NewRow`], its reminder name and the per-receiver cap to [`arm_reminder_sql`].
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! bind_reminder {
+    ($query:expr, $row:expr, $name:expr, $max_pending:expr) => {{
+        let row: &$crate::message::NewRow = $row;
+        let m = &row.msg;
+        $query
+            .bind(m.receiver.as_str())
+            .bind($name)
+            .bind(row.send_at)
+            .bind(m.tenant.as_str())
+            .bind(m.namespace.as_str())
+            .bind(m.channel.as_str())
+            .bind(i64::from(row.partition))
+            .bind($crate::message::actor_type_of(&m.receiver))
+            .bind(m.msg_type.as_str())
+            .bind(m.payload.as_ref())
+            .bind(m.principal.as_deref().unwrap_or(""))
+            .bind(row.headers_json.as_str())
+            .bind(row.sequence_number)
+            .bind(row.created_at)
+            .bind(m.trace.map(|t| t.to_string()))
+            .bind(i64::from($max_pending))
+    }};
+}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use bind_reminder;
+
 /// Moving due reminders into the outbox: the `INSERT … SELECT` both backends run over the rows
 /// chosen by `FROM {from}`. A reminder becomes a cast from its receiver to itself, pending
 /// from `now` (bound as `{now}`), with no key and no expiry.

@@ -34,7 +34,7 @@ use tokio::sync::{MappedMutexGuard, Mutex as AsyncMutex, MutexGuard};
 
 use super::enqueue::{self, EnqueueTx, Insert};
 use super::plan::Existing;
-use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions, Promoted, REMINDER_COLUMNS};
+use super::{Backend, CHUNK, COLUMNS, Channel, EnqueueOptions, Promoted};
 use crate::delivery::DispatchMode;
 use crate::error::Result;
 use crate::message::{
@@ -659,35 +659,8 @@ impl Channel for SqliteChannel {
     /// One statement: the count of the receiver's other reminders and the insert (or the
     /// replacement of a named one) run under the one writer, so the cap holds exactly.
     async fn arm_reminder(&self, row: &NewRow, name: &str, max_pending: u32) -> Result<bool> {
-        let m = &row.msg;
-        let sql = format!(
-            "INSERT INTO outbox_reminders ({REMINDER_COLUMNS}) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 \
-             WHERE (SELECT COUNT(*) FROM outbox_reminders \
-                    WHERE receiver = ?1 AND (?2 = '' OR name <> ?2)) < ?16 \
-             ON CONFLICT (receiver, name) WHERE name <> '' DO UPDATE SET \
-             due_at = excluded.due_at, msg_type = excluded.msg_type, payload = excluded.payload, \
-             principal = excluded.principal, headers = excluded.headers, \
-             sequence_number = excluded.sequence_number, created_at = excluded.created_at, \
-             traceparent = excluded.traceparent"
-        );
-        let done = sqlx::query(&sql)
-            .bind(m.receiver.as_str())
-            .bind(name)
-            .bind(row.send_at)
-            .bind(m.tenant.as_str())
-            .bind(m.namespace.as_str())
-            .bind(m.channel.as_str())
-            .bind(i64::from(row.partition))
-            .bind(crate::message::actor_type_of(&m.receiver))
-            .bind(m.msg_type.as_str())
-            .bind(m.payload.as_ref())
-            .bind(m.principal.as_deref().unwrap_or(""))
-            .bind(row.headers_json.as_str())
-            .bind(row.sequence_number)
-            .bind(row.created_at)
-            .bind(m.trace.map(|t| t.to_string()))
-            .bind(i64::from(max_pending))
+        let sql = super::arm_reminder_sql();
+        let done = super::bind_reminder!(sqlx::query(&sql), row, name, max_pending)
             .execute(&mut *self.connection().await?)
             .await?;
         Ok(done.rows_affected() > 0)
