@@ -740,6 +740,86 @@ async fn a_timer_reaches_its_actor_after_it_deactivated_and_moved_to_another_hos
     drop(nats);
 }
 
+/// A durable reminder outlives the member that armed it, where a timer does not: `k` runs on
+/// h1 and arms both (a reminder through `outbox.remind`, a timer through `host.schedule`);
+/// h1 is stopped (SIGTERM) before either is due. The reminder is a row of the shared outbox, so
+/// h2 moves it into the outbox when due and delivers it, activating `k` there; the timer was
+/// in h1's memory and is gone with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reminder_outlives_the_member_that_armed_it_and_a_timer_does_not() {
+    let Some(db) = fresh_postgres_database("sluice_cluster_reminder").await else {
+        return;
+    };
+    let nats = NatsServer::start()
+        .await
+        .expect("the test nats-server (scripts/nats.sh install)");
+    let (mut h1, _a1) = start_host(&nats, &db, "h1").await;
+    let (h2, _a2) = start_host(&nats, &db, "h2").await;
+    wait_members(&h1, &["h1", "h2"]).await;
+    wait_members(&h2, &["h1", "h2"]).await;
+    let k = (0..)
+        .map(|k| format!("Echo/r{k}"))
+        .find(|id| owner(id, &["h1", "h2"]) == "h1")
+        .unwrap();
+    let client = reqwest::Client::new();
+    let delay_ms = 4000;
+    let armed = Instant::now();
+    // Through h2's ingress: the calls run on h1, where k lives.
+    let remind = serde_json::json!({"name": "wake", "delay_ms": delay_ms, "msg_type": "record",
+        "payload": "reminder"});
+    let timer = serde_json::json!({"delay_ms": delay_ms, "msg_type": "record", "payload": "timer"});
+    for (op, req) in [("remind", remind), ("schedule", timer)] {
+        let path = format!("{k}/ask/{op}");
+        let (s, b) = post(&client, &h2.ingress, &path, &req.to_string(), None).await;
+        assert_eq!((s, &b), (200, &serde_json::json!({"ok": true})), "{op}");
+    }
+    assert_eq!(type_field(&status(&h1).await, "Echo", "active"), 1);
+
+    h1.terminate();
+    let exit = h1.wait_exit(Duration::from_secs(20)).await;
+    assert!(exit.is_some_and(|s| s.success()), "h1 exit: {exit:?}");
+    assert!(
+        armed.elapsed() < Duration::from_millis(delay_ms - 1000),
+        "h1 stopped too late ({:?}): the test proves nothing",
+        armed.elapsed()
+    );
+    wait_members(&h2, &["h2"]).await;
+
+    let what = format!("the reminder to reach {k} on h2");
+    let b = wait_for(Duration::from_secs(30), &what, || async {
+        let (s, b) = post(&client, &h2.ingress, &format!("{k}/ask/recorded"), "", None).await;
+        match b["items"].as_array() {
+            Some(items) if s == 200 && !items.is_empty() => Ok(b),
+            _ => Err(b),
+        }
+    })
+    .await;
+    assert!(
+        armed.elapsed() >= Duration::from_millis(delay_ms),
+        "fired early"
+    );
+    // Past the timer's due time too: only the reminder arrived, once.
+    let what = "h2's outbox to have nothing pending";
+    wait_for(Duration::from_secs(10), what, || async {
+        use sqlx::Connection as _;
+        let mut c = sqlx::PgConnection::connect(&db).await.unwrap();
+        let pending: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM outbox_messages WHERE NOT acked AND NOT dead_lettered) \
+             + (SELECT count(*) FROM outbox_reminders)",
+        )
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        if pending == 0 { Ok(()) } else { Err(pending) }
+    })
+    .await;
+    assert_eq!(b["envelopes"][0]["sender"], k.as_str(), "{b}");
+    let (s, b) = post(&client, &h2.ingress, &format!("{k}/ask/recorded"), "", None).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["items"], serde_json::json!(["reminder"]), "{b}");
+    drop(nats);
+}
+
 /// A bus event published on one host reaches subscribers that run on other hosts, once each
 /// and in publish order: a routed subscription (`Echo/audit`) and a dispatch subscription
 /// (`Echo/{principal}`), neither on the publisher's host. Every member has the same
