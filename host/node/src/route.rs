@@ -146,11 +146,12 @@ impl ClusterRoute {
                             s.note_owner(to, (!owner.is_empty()).then_some(owner));
                         }
                         Some(Outcome::Failed(e)) => {
-                            if e.code == t::ErrorCode::Unavailable {
-                                // The owner may be gone: look it up afresh next time.
-                                s.note_owner(to, None);
+                            if e.code != t::ErrorCode::Unavailable {
+                                return Err(from_record(&e));
                             }
-                            return Err(from_record(&e));
+                            // The owner may be gone: look it up afresh next time.
+                            s.note_owner(to, None);
+                            return Err(s.cut_off(from_record(&e)));
                         }
                         None => return Err(ActorError::internal("remote call gave no outcome")),
                     }
@@ -188,7 +189,9 @@ impl Shared {
                 return Ok(Target::There(node));
             }
             let held = self.directory.lookup(to.as_str()).await.map_err(|e| {
-                ActorError::unavailable(format!("cluster directory unreachable: {e}"))
+                self.cut_off(ActorError::unavailable(format!(
+                    "cluster directory unreachable: {e}"
+                )))
             })?;
             if let Some(owner) = held.as_ref().and_then(|h| h.owner.as_ref())
                 && owner.node != self.node
@@ -225,11 +228,23 @@ impl Shared {
         )))
     }
 
+    /// `e` (an `UNAVAILABLE` of routing), marked as this host's own cut-off from the cluster
+    /// when it has no NATS connection or no valid lease now: then neither the call nor its
+    /// receiver is at fault, and the outbox relay does not count the attempt against the
+    /// message ([`ActorError::isolated`]).
+    fn cut_off(&self, e: ActorError) -> ActorError {
+        if !self.client.is_connected() || !self.claims.lease_valid() {
+            e.into_isolated()
+        } else {
+            e
+        }
+    }
+
     /// Claims `to` for this host (taking it over from a member that is gone). `None` when
     /// this host now holds it, else the live owner that does.
     pub(crate) async fn claim(&self, to: &ActorId) -> Result<Option<String>, ActorError> {
         if !self.claims.lease_valid() {
-            return Err(ActorError::unavailable(
+            return Err(ActorError::isolated(
                 "this host's cluster lease has lapsed: it cannot take actors now",
             ));
         }
@@ -237,7 +252,9 @@ impl Shared {
             .directory
             .claim_or_take_over(to.as_str(), &self.me())
             .await
-            .map_err(|e| ActorError::unavailable(format!("cluster directory: {e}")))?;
+            .map_err(|e| {
+                self.cut_off(ActorError::unavailable(format!("cluster directory: {e}")))
+            })?;
         match outcome {
             ClaimOutcome::Claimed(c) => {
                 self.claims.insert(to, c);

@@ -107,6 +107,13 @@ pub enum DeliveryError {
     /// message backs off.
     #[error("{0}")]
     Transient(String),
+    /// The delivering host cannot reach the receiver's host now because it is cut off itself
+    /// (a cluster member that lost NATS or its lease): nothing is wrong with the message or
+    /// its receiver. The limit is unchanged; the message backs off and is tried again however
+    /// often it takes, without the attempt counting toward `max_attempts` (a TTL still
+    /// bounds it), so a host's own outage dead-letters nothing.
+    #[error("{0}")]
+    Unroutable(String),
     /// The message can never be delivered (undecodable payload, unknown actor type). It is
     /// dead-lettered at once.
     #[error("{0}")]
@@ -140,11 +147,13 @@ impl DeliveryError {
         }
     }
 
-    /// Short, bounded label for metrics (`capacity`, `transient`, `permanent`, `not_found`).
+    /// Short, bounded label for metrics (`capacity`, `transient`, `unroutable`, `permanent`,
+    /// `not_found`).
     pub fn kind(&self) -> &'static str {
         match self {
             DeliveryError::Capacity { .. } => "capacity",
             DeliveryError::Transient(_) => "transient",
+            DeliveryError::Unroutable(_) => "unroutable",
             DeliveryError::Permanent(_) => "permanent",
             DeliveryError::NotFound(_) => "not_found",
         }

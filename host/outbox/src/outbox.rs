@@ -22,6 +22,11 @@ use crate::message::{
 };
 use crate::url::DatabaseUrl;
 
+/// The least pause before a message whose delivering host was cut off
+/// ([`DeliveryError::Unroutable`]) is tried again, in ms: long enough not to spin while the
+/// host is away, short against a member TTL.
+const UNROUTABLE_PAUSE_MS: u64 = 200;
+
 /// Longest reminder name [`Outbox::remind`] takes, in bytes.
 pub const MAX_REMINDER_NAME: usize = 256;
 
@@ -236,6 +241,7 @@ fn attempt_outcome(inner: &Inner, verdict: &Verdict, timed_out: bool) -> Dispatc
         Verdict::NotAttempted => DispatchOutcome::QueuedFailed,
         Verdict::Expired => DispatchOutcome::Expired,
         Verdict::Failed(DeliveryError::Capacity { .. }) => DispatchOutcome::QueuedRefused,
+        Verdict::Failed(DeliveryError::Unroutable(_)) => DispatchOutcome::QueuedFailed,
         Verdict::Failed(DeliveryError::NotFound(_)) => DispatchOutcome::NotFound,
         Verdict::Failed(DeliveryError::Permanent(_)) => DispatchOutcome::DeadLettered,
         Verdict::Failed(DeliveryError::Transient(_)) => {
@@ -259,6 +265,7 @@ pub(crate) fn record_attempt(span: &tracing::Span, inner: &Inner, m: &Attempted,
     let outcome = match v {
         Verdict::Delivered => "delivered",
         Verdict::Failed(DeliveryError::Capacity { .. }) => "refused",
+        Verdict::Failed(DeliveryError::Unroutable(_)) => "unroutable",
         Verdict::Failed(DeliveryError::Permanent(_) | DeliveryError::NotFound(_)) => {
             "dead_lettered"
         }
@@ -800,6 +807,20 @@ impl Inner {
                         metrics.backpressure.increment(1);
                         metrics.retries.increment(1);
                         let d = policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng);
+                        s.retries.push(Retry {
+                            id: m.id,
+                            send_at: now + d as i64,
+                            last_error: err.to_string(),
+                            refused: true,
+                        });
+                        return;
+                    }
+                    DeliveryError::Unroutable(_) => {
+                        // This host's outage, not the message's failure: try again after a
+                        // pause, as often as it takes (refused: it does not count).
+                        metrics.errors.increment(1);
+                        metrics.retries.increment(1);
+                        let d = policy.backoff_after_capacity_ms(attempt, UNROUTABLE_PAUSE_MS, rng);
                         s.retries.push(Retry {
                             id: m.id,
                             send_at: now + d as i64,

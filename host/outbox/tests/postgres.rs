@@ -20,6 +20,7 @@ on_postgres!(
     permanent_failure_is_dead_lettered_at_once,
     max_attempts_dead_letters_and_unblocks_the_receiver,
     capacity_refusals_never_dead_letter,
+    a_cut_off_hosts_failed_attempts_never_dead_letter,
     append_stores_a_repeated_key_once,
     overwrite_replaces_pending_and_never_with_an_older_sequence,
     overwrite_supersedes_a_claimed_row_that_goes_back_to_pending,

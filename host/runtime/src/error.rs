@@ -109,6 +109,8 @@ pub struct ActorError {
     pub skipped: bool,
     /// For `Overloaded`.
     pub overload: Option<Overload>,
+    /// Raised because this host is cut off from its cluster ([`Self::isolated`]).
+    isolated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +136,7 @@ impl ActorError {
             retry_after_ms: None,
             skipped: false,
             overload: None,
+            isolated: false,
         }
     }
 
@@ -145,6 +148,7 @@ impl ActorError {
             retry_after_ms: None,
             skipped: false,
             overload: None,
+            isolated: false,
         }
     }
 
@@ -157,6 +161,7 @@ impl ActorError {
             retry_after_ms: Some(retry_after_ms),
             skipped: false,
             overload: None,
+            isolated: false,
         }
     }
 
@@ -200,6 +205,28 @@ impl ActorError {
     /// `INTERNAL: detail`.
     pub fn internal(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(ErrorCode::Internal, detail)
+    }
+
+    /// `UNAVAILABLE: detail`, raised because this host is cut off from its cluster (it has no
+    /// NATS connection now, or its cluster lease lapsed) rather than by the call or its
+    /// receiver. The outbox relay retries such a delivery later without counting it as one
+    /// of the message's attempts: a host's own outage must not dead-letter what it holds.
+    pub fn isolated(detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::unavailable(detail).into_isolated()
+    }
+
+    /// This error, marked as raised by this host's cut-off from its cluster
+    /// ([`Self::isolated`]); its code and message stay as they are.
+    pub fn into_isolated(self) -> Self {
+        Self {
+            isolated: true,
+            ..self
+        }
+    }
+
+    /// Whether this host's cut-off from its cluster raised it ([`Self::isolated`]).
+    pub fn is_isolated(&self) -> bool {
+        self.isolated
     }
 
     /// Sets the retry hint.

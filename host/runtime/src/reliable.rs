@@ -34,6 +34,10 @@ const RELAYED_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// the host says is exhausted (its detail, never re-read from the rendered text), or a
 /// handler's own message as it gave it.
 fn classify(e: ActorError) -> DeliveryError {
+    // This host is cut off from its cluster: not the message's failure.
+    if e.is_isolated() {
+        return DeliveryError::Unroutable(e.to_string());
+    }
     if let Some(retry_after_ms) = e.retry_after_ms.filter(|_| e.is_capacity()) {
         let exhausted = match e.detail() {
             _ if e.is_mailbox_full() => Exhausted::Mailbox,
@@ -234,6 +238,18 @@ pub(crate) fn outbox_error(e: sluice_outbox::Error) -> ActorError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_own_cut_off_is_unroutable_not_a_failure_of_the_message() {
+        let cut = ActorError::isolated("this host is not connected to NATS now");
+        assert_eq!(
+            classify(cut),
+            DeliveryError::Unroutable("UNAVAILABLE: this host is not connected to NATS now".into())
+        );
+        // The same words without the mark are an ordinary transient failure.
+        let plain = ActorError::unavailable("this host is not connected to NATS now");
+        assert!(matches!(classify(plain), DeliveryError::Transient(_)));
+    }
 
     #[test]
     fn a_capacity_refusal_keeps_what_was_exhausted() {

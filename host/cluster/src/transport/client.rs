@@ -137,6 +137,11 @@ impl Client {
         })
     }
 
+    /// Whether this host is connected to NATS now (calls fail at once while it is not).
+    pub fn is_connected(&self) -> bool {
+        self.nats.connection_state() == async_nats::connection::State::Connected
+    }
+
     /// Asks `call.target` on host `node`.
     pub async fn ask(&self, node: &str, mut call: Outgoing) -> Result<Bytes, ErrorRecord> {
         call.kind = CallKind::Ask;

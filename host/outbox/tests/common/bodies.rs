@@ -303,6 +303,50 @@ pub async fn capacity_refusals_never_dead_letter(store: Store) {
     );
 }
 
+/// A delivering host cut off from its cluster (no NATS, a lapsed lease) fails every attempt
+/// at once, however long the outage: that must not dead-letter the message. Its attempts do
+/// not count toward max_attempts, back off at least the unroutable pause, and leave the
+/// limit alone; once the host is back the message is delivered.
+pub async fn a_cut_off_hosts_failed_attempts_never_dead_letter(store: Store) {
+    let config = fast_config()
+        .partitions(1)
+        .retry_policy(RetryPolicy {
+            max_attempts: 2,
+            base_ms: 1,
+            cap_ms: 2,
+        })
+        .build()
+        .unwrap();
+    let outbox = store.open(config).await;
+    let rx = TestReceiver::new();
+    let cut = "UNAVAILABLE: this host is not connected to NATS now";
+    rx.script("Far/1", std::iter::repeat_n(Answer::Unroutable(cut), 8));
+    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("Far/1", "m")).await.unwrap() else {
+        panic!("not inserted")
+    };
+    let limit_before = outbox.limits();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("delivered after 8 unroutable attempts", T, |r| {
+        r.delivered_count() == 1
+    })
+    .await;
+    relay.shutdown().await;
+    assert_eq!(rx.seen().len(), 9);
+    assert!(outbox.dlq_list(None, 10).await.unwrap().is_empty());
+    let row = outbox.channel().get(id).await.unwrap().unwrap();
+    assert!(row.acked);
+    assert_eq!((row.delivery_count, row.refusals), (8, 8), "none counted");
+    let seen = rx.seen();
+    for pair in seen.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap >= Duration::from_millis(200), "retried after {gap:?}");
+    }
+    // No congestion signal: a capacity refusal would have halved the limit 8 times.
+    for ((_, ty, before), (_, _, after)) in limit_before.iter().zip(outbox.limits()) {
+        assert!(after >= *before, "{ty}: limit {before} -> {after}");
+    }
+}
+
 pub async fn append_stores_a_repeated_key_once(store: Store) {
     let outbox = store.open(fast_config().build().unwrap()).await;
     let rx = TestReceiver::new();

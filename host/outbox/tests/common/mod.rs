@@ -151,6 +151,8 @@ pub enum Answer {
     Stall(u64),
     Capacity(u64),
     Transient(&'static str),
+    /// The delivering host is cut off from its cluster.
+    Unroutable(&'static str),
     Permanent(&'static str),
 }
 
@@ -310,6 +312,7 @@ impl Delivery for TestReceiver {
             Answer::Ok | Answer::Stall(_) => Ok(()),
             Answer::Capacity(ms) => Err(DeliveryError::mailbox_full(ms)),
             Answer::Transient(e) => Err(DeliveryError::Transient(e.into())),
+            Answer::Unroutable(e) => Err(DeliveryError::Unroutable(e.into())),
             Answer::Permanent(e) => Err(DeliveryError::Permanent(e.into())),
         };
         {
