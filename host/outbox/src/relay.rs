@@ -6,7 +6,8 @@
 //! so FIFO holds). Chains of different receivers run concurrently, each delivery holding a
 //! permit of its actor type's limiter. No permit → released with no delay. Capacity → limit
 //! halves, retry after `max(retry_after_ms, jitter)`. Transient → limit unchanged, jittered
-//! retry. Permanent → dead-lettered now. `max_attempts` failures → dead-lettered. Success →
+//! retry. Unroutable (this host is cut off from its cluster) → limit unchanged, retry after a
+//! pause, never counted toward `max_attempts`. Permanent → dead-lettered now. `max_attempts` failures → dead-lettered. Success →
 //! ack, limit + 1. A retry (a head with `delivery_count > 0`) needs a token of the partition's
 //! retry budget; without one the receiver is deferred by the backoff ceiling, not attempted.
 
