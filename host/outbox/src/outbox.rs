@@ -799,45 +799,36 @@ impl Inner {
                 // Every attempt backs off further; only failures count toward max_attempts.
                 let attempt = u32::try_from(m.delivery_count + 1).unwrap_or(u32::MAX);
                 let failures = u32::try_from(m.delivery_count - m.refusals + 1).unwrap_or(u32::MAX);
-                let delay = match &err {
+                // Backpressure (a capacity refusal) or this host's own outage (unroutable) is
+                // not a failure of this message: back off, never sooner than the hint, and try
+                // again however often it takes; it never counts toward max_attempts (a TTL
+                // still bounds it).
+                let uncounted = match &err {
                     DeliveryError::Capacity { retry_after_ms, .. } => {
-                        // Backpressure, not a failure of this message: back off (never
-                        // sooner than the receiver's hint) and try again however often it
-                        // takes; it never counts toward max_attempts (a TTL still bounds it).
                         metrics.backpressure.increment(1);
-                        metrics.retries.increment(1);
-                        let d = policy.backoff_after_capacity_ms(attempt, *retry_after_ms, rng);
-                        s.retries.push(Retry {
-                            id: m.id,
-                            send_at: now + d as i64,
-                            last_error: err.to_string(),
-                            refused: true,
-                        });
-                        return;
+                        Some(*retry_after_ms)
                     }
                     DeliveryError::Unroutable(_) => {
-                        // This host's outage, not the message's failure: try again after a
-                        // pause, as often as it takes (refused: it does not count).
                         metrics.errors.increment(1);
-                        metrics.retries.increment(1);
-                        let d = policy.backoff_after_capacity_ms(attempt, UNROUTABLE_PAUSE_MS, rng);
-                        s.retries.push(Retry {
-                            id: m.id,
-                            send_at: now + d as i64,
-                            last_error: err.to_string(),
-                            refused: true,
-                        });
-                        return;
+                        Some(UNROUTABLE_PAUSE_MS)
                     }
-                    DeliveryError::Transient(_) => {
-                        metrics.errors.increment(1);
-                        Some(policy.backoff_ms(attempt, rng))
-                    }
-                    DeliveryError::Permanent(_) | DeliveryError::NotFound(_) => {
-                        metrics.errors.increment(1);
-                        None
-                    }
+                    _ => None,
                 };
+                if let Some(hint) = uncounted {
+                    metrics.retries.increment(1);
+                    let d = policy.backoff_after_capacity_ms(attempt, hint, rng);
+                    s.retries.push(Retry {
+                        id: m.id,
+                        send_at: now + d as i64,
+                        last_error: err.to_string(),
+                        refused: true,
+                    });
+                    return;
+                }
+                // Transient: retried until max_attempts; permanent or not found: dead at once.
+                metrics.errors.increment(1);
+                let delay = matches!(err, DeliveryError::Transient(_))
+                    .then(|| policy.backoff_ms(attempt, rng));
                 let text = err.to_string();
                 match delay {
                     Some(d) if policy.should_retry(failures) => {
