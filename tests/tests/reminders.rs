@@ -94,6 +94,9 @@ async fn reminders_arrive_once_when_due_and_names_replace_or_cancel(lang: Lang) 
     let long = "n".repeat(257);
     let r = echo_call(&host, me, "remind", arm(&long, 10, "x")).await;
     assert_eq!(r["error"]["type"], "InvalidArgument", "{lang:?}: {r}");
+    // Past ten years (the host's bound on a delay).
+    let r = echo_call(&host, me, "remind", arm("far", 315_360_000_001, "x")).await;
+    assert_eq!(r["error"]["type"], "InvalidArgument", "{lang:?}: {r}");
     let bad_type = json!({"name": "", "delay_ms": 10, "msg_type": "", "payload": "x"});
     let r = echo_call(&host, me, "remind", bad_type).await;
     assert_eq!(r["error"]["type"], "InvalidArgument", "{lang:?}: {r}");
