@@ -476,6 +476,7 @@ async fn three_hosts_run_each_key_once_and_every_counter_counts_without_gap() {
         let s = status(h).await;
         let n = s["cluster"]["claims"].as_u64().unwrap();
         assert!(n > 0, "{} holds no actor: {s}", h.admin);
+        assert_eq!(s["cluster"]["connected"], true);
         assert_eq!(s["cluster"]["lease_valid"], true);
         claims += n;
     }
@@ -2211,14 +2212,16 @@ async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every
     const SENDS: usize = 300;
     const COUNTERS: usize = 60;
     const ASKS: usize = 3_000;
-    // The server is down for well under the member TTL, so the members' entries outlive it
-    // (their leases may lapse meanwhile and are renewed after).
+    // The server is down for well under the member TTL, so the members' entries and leases
+    // outlive it (a lapsed lease would stop every actor and lose the counters' state). Calls
+    // in flight fail as soon as the connection drops, and hosts reconnect within a heartbeat
+    // of the server's return, so the outage is the restart's own time plus ~0.5 s.
     let config = |_: &str| {
         format!(
             "{}\n[outbox]\npartitions = {PARTITIONS}\nrelay_batch_size = {BATCH}\n",
             app_config()
                 .replace("heartbeat_ms = 300", "heartbeat_ms = 500")
-                .replace("member_ttl_ms = 1500", "member_ttl_ms = 5000")
+                .replace("member_ttl_ms = 1500", "member_ttl_ms = 8000")
         )
     };
     let Some(mut c) = three_hosts_with("sluice_cluster_nats_restart", config).await else {
@@ -2234,6 +2237,7 @@ async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every
     let asked_at_restart = asks.asked.load(relaxed);
     // Down until the load has felt it (remote asks fail at once without NATS), then up again
     // well within the member TTL, so the members' entries outlive the outage.
+    // (Calls in flight fail as soon as a host's connection drops, not at their deadline.)
     let failed_before = asks.failed.load(relaxed);
     let down = Instant::now();
     c.nats.kill();
@@ -2250,6 +2254,21 @@ async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every
         },
     )
     .await;
+    for h in &c.hosts {
+        wait_for(
+            Duration::from_secs(3),
+            &format!("{} to see NATS gone", h.admin),
+            || async {
+                let s = status(h).await;
+                if s["cluster"]["connected"] == false {
+                    Ok(())
+                } else {
+                    Err(s)
+                }
+            },
+        )
+        .await;
+    }
     c.nats.restart().await.expect("nats-server restarts");
     let outage = down.elapsed();
     assert!(
@@ -2260,10 +2279,10 @@ async fn a_nats_server_restarted_under_load_loses_nothing_acknowledged_and_every
         wait_members(h, &NODES).await;
         wait_for(
             Duration::from_secs(30),
-            &format!("{} to hold a valid lease again", h.admin),
+            &format!("{} to be connected with a valid lease again", h.admin),
             || async {
                 let s = status(h).await;
-                if s["cluster"]["lease_valid"] == true {
+                if s["cluster"]["connected"] == true && s["cluster"]["lease_valid"] == true {
                     Ok(())
                 } else {
                     Err(s)

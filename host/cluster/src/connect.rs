@@ -127,6 +127,19 @@ pub fn generate_node_id() -> String {
     format!("n{id}")
 }
 
+/// How long to wait before reconnect attempt `attempts` (1-based): at once, then doubling
+/// from 2 ms, never more than `cap` (the heartbeat interval). The client's own schedule
+/// caps at 4 s, so a server back after a few seconds' outage could be found only 4 s later,
+/// while this member's lease runs out one heartbeat before the member TTL: its actors would
+/// stop for an outage shorter than the TTL.
+fn reconnect_delay(attempts: usize, cap: Duration) -> Duration {
+    if attempts <= 1 {
+        return Duration::ZERO;
+    }
+    let exp = u32::try_from(attempts - 1).unwrap_or(u32::MAX).min(32);
+    Duration::from_millis(2u64.saturating_pow(exp)).min(cap)
+}
+
 /// Builds the client options from the config (auth, TLS, timeouts).
 fn options(
     config: &ClusterConfig,
@@ -136,7 +149,11 @@ fn options(
         .name(format!("sluice {}/{node_id}", config.name))
         .connection_timeout(config.connect_timeout())
         // Requests set their own timeout from the caller's deadline.
-        .request_timeout(None);
+        .request_timeout(None)
+        .reconnect_delay_callback({
+            let cap = config.heartbeat();
+            move |attempts| reconnect_delay(attempts, cap)
+        });
     if let Some(path) = &config.credentials_file {
         let creds = read_file(path)?;
         o = o.credentials(&creds).map_err(|source| ConnectError::File {
@@ -305,5 +322,20 @@ impl Connection {
     /// The server's version string.
     pub fn server_version(&self) -> String {
         self.client.server_info().version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_attempts_back_off_to_the_heartbeat_and_no_further() {
+        let cap = Duration::from_millis(300);
+        let delays: Vec<u128> = (1..=12)
+            .map(|a| reconnect_delay(a, cap).as_millis())
+            .collect();
+        assert_eq!(delays, [0, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        assert_eq!(reconnect_delay(usize::MAX, cap), cap);
     }
 }

@@ -21,7 +21,7 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKin
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::{self, BucketError, KvSpec};
-use crate::connect::Connection;
+use crate::connect::{Connection, ConnectionState};
 use crate::membership::{self, MembershipError};
 use crate::metrics;
 use crate::names::{Names, escape_token};
@@ -128,6 +128,8 @@ pub struct Directory {
     names: Names,
     /// To fail at once while disconnected (see [`Directory::online`]).
     nats: async_nats::Client,
+    /// To fail an operation in flight when the connection drops ([`Directory::in_flight`]).
+    state: tokio::sync::watch::Receiver<ConnectionState>,
 }
 
 fn unix_ms() -> u64 {
@@ -175,6 +177,7 @@ impl Directory {
             members,
             names: conn.names().clone(),
             nats: conn.client().clone(),
+            state: conn.state(),
         })
     }
 
@@ -192,11 +195,43 @@ impl Directory {
         })
     }
 
+    /// Runs `op`'s KV request `f`, failing it as soon as the connection drops. The client
+    /// keeps a request whose connection dropped until JetStream's 5 s timeout, and the
+    /// answer can no longer come (core NATS keeps no reply for a subscriber that is away):
+    /// a call being routed would wait that out, past its own deadline.
+    ///
+    /// A write abandoned this way may still have been applied. That is safe for every
+    /// write here: an entry created or taken over for this incarnation counts as claimed
+    /// the next time this incarnation claims it ([`Directory::claim`]), and until then it
+    /// routes calls to this member, which claims it on the first one.
+    async fn in_flight<F: std::future::Future>(
+        &self,
+        op: &'static str,
+        f: F,
+    ) -> Result<F::Output, DirectoryError> {
+        let mut state = self.state.clone();
+        tokio::select! {
+            biased;
+            _ = state.wait_for(|s| *s != ConnectionState::Connected) => {
+                metrics::directory_op(op, "error");
+                Err(DirectoryError::Kv {
+                    op,
+                    reason: "this host lost its NATS connection with the operation in flight"
+                        .into(),
+                })
+            }
+            r = f => Ok(r),
+        }
+    }
+
     /// Who holds `actor_id`, if anyone.
     pub async fn lookup(&self, actor_id: &str) -> Result<Option<Held>, DirectoryError> {
         let key = directory_key(actor_id)?;
         self.online("lookup")?;
-        let entry = self.kv.entry(key).await.map_err(|e| kv_err("lookup")(&e));
+        let entry = self
+            .in_flight("lookup", self.kv.entry(key))
+            .await?
+            .map_err(|e| kv_err("lookup")(&e));
         metrics::directory_op("lookup", if entry.is_ok() { "ok" } else { "error" });
         Ok(entry?
             .filter(|e| e.operation == Operation::Put)
@@ -215,7 +250,10 @@ impl Directory {
         // A claim races at most with releases: create fails, the entry is gone by the time we
         // read it, create again. Bounded so a flapping key cannot spin us.
         for _ in 0..3 {
-            match self.kv.create(&key, value.clone().into()).await {
+            match self
+                .in_flight("claim", self.kv.create(&key, value.clone().into()))
+                .await?
+            {
                 Ok(revision) => {
                     metrics::directory_op("claim", "ok");
                     return Ok(ClaimOutcome::Claimed(Claim {
@@ -252,9 +290,11 @@ impl Directory {
         let key = directory_key(&claim.actor)?;
         self.online("release")?;
         match self
-            .kv
-            .delete_expect_revision(&key, Some(claim.revision))
-            .await
+            .in_flight(
+                "release",
+                self.kv.delete_expect_revision(&key, Some(claim.revision)),
+            )
+            .await?
         {
             Ok(()) => {
                 metrics::directory_op("release", "ok");
@@ -292,13 +332,17 @@ impl Directory {
                     revision: held.revision,
                 });
             }
-            let live = membership::is_live_on_server(
-                &self.members,
-                &self.names,
-                &owner.node,
-                &owner.incarnation,
-            )
-            .await?;
+            let live = self
+                .in_flight(
+                    "takeover",
+                    membership::is_live_on_server(
+                        &self.members,
+                        &self.names,
+                        &owner.node,
+                        &owner.incarnation,
+                    ),
+                )
+                .await??;
             if live {
                 metrics::directory_op("takeover", "owner_live");
                 return Err(DirectoryError::OwnerLive {
@@ -307,7 +351,13 @@ impl Directory {
                 });
             }
         }
-        match self.kv.update(&key, encode(me).into(), held.revision).await {
+        match self
+            .in_flight(
+                "takeover",
+                self.kv.update(&key, encode(me).into(), held.revision),
+            )
+            .await?
+        {
             Ok(revision) => {
                 metrics::directory_op("takeover", "ok");
                 Ok(Claim {

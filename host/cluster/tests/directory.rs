@@ -26,6 +26,46 @@ fn owner(node: &str, incarnation: &str) -> Owner {
     }
 }
 
+/// A directory request in flight when this host's connection drops fails at once, not at
+/// JetStream's 5 s timeout (a call routed through the directory would otherwise wait that
+/// out, past its own deadline, for an answer that can no longer come).
+#[tokio::test]
+async fn a_request_in_flight_when_the_connection_drops_fails_at_once() {
+    let server = nats().await;
+    let proxy = sluice_cluster::testing::Proxy::start(format!("127.0.0.1:{}", server.port())).await;
+    let dir = directory(&proxy.url(), "d9", "h1").await;
+    assert_eq!(dir.lookup("Counter/k").await.unwrap(), None);
+    // The server stops answering but keeps its connections, so the next lookup waits on it.
+    let pid = server.pid().expect("the server runs") as libc::pid_t;
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let started = Instant::now();
+    let lookup = tokio::time::timeout(Duration::from_secs(10), async {
+        let (lookup, ()) = tokio::join!(dir.lookup("Counter/k"), async {
+            // `join!` polls the lookup first: its request is sent by now.
+            proxy.cut();
+        });
+        lookup
+    })
+    .await;
+    let took = started.elapsed();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    match lookup {
+        Ok(Err(DirectoryError::Kv {
+            op: "lookup",
+            reason,
+        })) => {
+            assert!(reason.contains("lost its NATS connection"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "the lookup waited {took:?} for an answer that could not come"
+    );
+}
+
 async fn directory(url: &str, cluster: &str, node: &str) -> Directory {
     let conn = host(url, cluster, node, TTL_MS).await;
     Directory::open(&conn, ttl()).await.unwrap()

@@ -94,6 +94,9 @@ pub struct ClusterStatus {
     pub actors: BTreeMap<String, BTreeMap<String, u64>>,
     /// Actors this host holds a directory claim on.
     pub claims: usize,
+    /// Whether this host is connected to NATS now (remote calls and directory operations
+    /// fail at once while it is not; it reconnects on its own).
+    pub connected: bool,
     /// Whether this host's lease is valid (it may run clustered actors).
     pub lease_valid: bool,
     /// The outbox partitions this host's relay runs (its share of the shared outbox).
@@ -282,6 +285,7 @@ impl Node {
                 })
                 .collect(),
             claims: self.shared.claims.len(),
+            connected: self.shared.client.is_connected(),
             lease_valid: self.shared.claims.lease_valid(),
             relayed: self.shared.host.relayed_partitions(),
         }

@@ -91,7 +91,16 @@ impl ClusterRoute {
         }
         let payload = Bytes::from(msg.payload);
         for _ in 0..MAX_HOPS {
-            match s.locate(to, false).await? {
+            // Finding the owner can take directory round trips; the call's deadline bounds
+            // them too. Dropping `locate` part-way is safe: a claim it won but did not record
+            // is this incarnation's, and counts as claimed the next time it is claimed.
+            let target = match msg.opts.deadline {
+                Some(d) => tokio::time::timeout_at(d.into(), s.locate(to, false))
+                    .await
+                    .map_err(|_| ActorError::deadline_exceeded(true))??,
+                None => s.locate(to, false).await?,
+            };
+            match target {
                 Target::Here => {
                     let r = match kind {
                         CallKind::Tell => s
