@@ -2,7 +2,8 @@
 //! each language's echo actor arms, re-arms and cancels them on a real host with a real SQLite
 //! outbox, and sees the limits as its SDK's typed errors; and the real `sluice run` binary,
 //! killed with SIGKILL after a reminder was armed, delivers it after a restart, on the embedded
-//! SQLite store and on Postgres.
+//! SQLite store and on Postgres. `sluice reminders list|cancel` (the admin API) shows and
+//! cancels what is pending, and a Rust embedder arms reminders with `Host::remind`.
 
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,15 @@ async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
     )
     .await;
     assert_eq!(r, json!({"ok": true}));
+    let listed = sluice_reminders(&bin, &h1, &["list"]);
+    let pending = listed["reminders"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{listed}");
+    assert_eq!(pending[0]["receiver"], "Echo/wake");
+    assert_eq!(pending[0]["name"], "wake");
+    assert_eq!(pending[0]["msg_type"], "record");
+    assert_eq!(pending[0]["payload_bytes"], 7, "{listed}"); // b"durable"
+    let due_in = pending[0]["due_in_ms"].as_i64().unwrap();
+    assert!((0..=1500).contains(&due_in), "{listed}");
     drop(h1); // SIGKILL, long before the reminder is due
     assert!(
         armed.elapsed() < Duration::from_millis(1500),
@@ -183,6 +193,222 @@ async fn a_reminder_outlives_a_sigkilled_host(args: &[&str]) {
     )
     .await;
     assert_eq!(r, json!({"ok": true, "cancelled": false}));
+    let listed = sluice_reminders(&bin, &h2, &["list"]);
+    assert_eq!(listed, json!({"reminders": []}));
+}
+
+/// `sluice reminders ARGS --host <h's admin API>`, which must succeed; its JSON output.
+fn sluice_reminders(bin: &std::path::Path, h: &SluiceRun, args: &[&str]) -> Value {
+    let out = std::process::Command::new(bin)
+        .arg("reminders")
+        .args(args)
+        .args(["--host", &h.admin])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .output()
+        .expect("running sluice reminders");
+    assert!(out.status.success(), "sluice reminders {args:?}: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+/// What an operator sees and does through the CLI and the admin API: reminders armed by two
+/// actors are listed soonest due first (all, one actor's, up to a limit); one is cancelled by
+/// name and never arrives, while the other actor's arrives; bad requests get typed refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_list_and_cancel_pending_reminders_with_the_cli() {
+    let app = rust_app(&["echo"], APP);
+    let bin = sluice_binary("sluice-reminders");
+    let h = SluiceRun::start(&bin, app.path(), &[], &[]).await;
+    for (actor, name, delay) in [
+        ("Echo/a", "later", 60_000),
+        ("Echo/a", "", 30_000),
+        ("Echo/b", "soon", 700),
+    ] {
+        let r = ingress_ask(
+            &h.ingress,
+            &format!("{actor}/ask/remind"),
+            json!({"name": name, "delay_ms": delay, "msg_type": "record", "payload": name}),
+        )
+        .await;
+        assert_eq!(r, json!({"ok": true}), "{actor} {name}");
+    }
+    let names = |v: &Value| -> Vec<(String, String)> {
+        v["reminders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["receiver"].as_str().unwrap().to_string(),
+                    r["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let s = |a: &str, n: &str| (a.to_string(), n.to_string());
+    let all = sluice_reminders(&bin, &h, &["list"]);
+    assert_eq!(
+        names(&all),
+        [s("Echo/b", "soon"), s("Echo/a", ""), s("Echo/a", "later")]
+    );
+    let a = sluice_reminders(&bin, &h, &["list", "--receiver", "Echo/a"]);
+    assert_eq!(names(&a), [s("Echo/a", ""), s("Echo/a", "later")]);
+    let first = sluice_reminders(&bin, &h, &["list", "--limit", "1"]);
+    assert_eq!(names(&first), [s("Echo/b", "soon")]);
+
+    let cancel = ["cancel", "--receiver", "Echo/a", "--name", "later"];
+    assert_eq!(
+        sluice_reminders(&bin, &h, &cancel),
+        json!({"cancelled": true})
+    );
+    assert_eq!(
+        sluice_reminders(&bin, &h, &cancel),
+        json!({"cancelled": false})
+    );
+    // `soon` arrives; `later` is gone and the anonymous one still waits.
+    let got = wait_for(T, "Echo/b's reminder", || async {
+        let r = ingress_ask(&h.ingress, "Echo/b/ask/recorded", json!("")).await;
+        if r["items"] == json!(["soon"]) {
+            Ok(r)
+        } else {
+            Err(r)
+        }
+    })
+    .await;
+    assert_eq!(got["envelopes"][0]["sender"], "Echo/b");
+    let left = sluice_reminders(&bin, &h, &["list"]);
+    assert_eq!(names(&left), [s("Echo/a", "")]);
+
+    // Typed refusals: the CLI before it sends anything, the admin API for a bad body or id.
+    let out = std::process::Command::new(&bin)
+        .args([
+            "reminders",
+            "cancel",
+            "--receiver",
+            "Echo/a",
+            "--host",
+            &h.admin,
+        ])
+        .env_remove("SLUICE_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs --receiver and --name"),
+        "{out:?}"
+    );
+    let http = reqwest::Client::new();
+    for (body, says) in [
+        (json!({"receiver": "Echo/a"}), "a named reminder"),
+        (
+            json!({"receiver": "Echo/a", "name": ""}),
+            "a named reminder",
+        ),
+        (
+            json!({"receiver": "no-slash", "name": "x"}),
+            "INVALID_ARGUMENT",
+        ),
+    ] {
+        let resp = http
+            .post(format!("{}/admin/reminders/cancel", h.admin))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{body}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["code"], "invalid-argument", "{body}: {v}");
+        assert!(v["message"].as_str().unwrap().contains(says), "{body}: {v}");
+    }
+    let resp = http
+        .get(format!("{}/admin/reminders?limit=many", h.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    // Nothing was lost to the refusals.
+    let still = sluice_reminders(&bin, &h, &["list", "--receiver", "Echo/a"]);
+    assert_eq!(names(&still), [s("Echo/a", "")]);
+}
+
+/// A Rust embedder arms a reminder for an actor with `Host::remind` (and cancels one with
+/// `Host::cancel_reminder`): it arrives from the actor itself when due; the guests' limits and
+/// typed errors hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_arms_reminders_with_host_remind() {
+    let cfg = HostConfig {
+        max_reminders_per_actor: 2,
+        ..test_config()
+    };
+    let Some(host) = poly_host(
+        cfg,
+        Lang::Rust,
+        vec![(ChildSpec::new("Echo", "echo.wasm"), "echo")],
+    )
+    .await
+    else {
+        return;
+    };
+    let r = host
+        .remind("Echo/e", "", Duration::from_millis(10), "record", "x")
+        .await
+        .unwrap_err();
+    assert_eq!(r.code, sluice_runtime::ErrorCode::Unavailable, "{r}");
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::open_sqlite(dir.path().join("outbox.db"), OutboxConfig::default())
+        .await
+        .unwrap();
+    host.attach_outbox(outbox);
+    let armed = Instant::now();
+    let remind = |name: &'static str, delay_ms: u64, payload: &'static str| {
+        let host = &host;
+        async move {
+            host.remind(
+                "Echo/e",
+                name,
+                Duration::from_millis(delay_ms),
+                "record",
+                payload,
+            )
+            .await
+        }
+    };
+    remind("job", 300, "from the embedder").await.unwrap();
+    remind("gone", 100, "cancelled").await.unwrap();
+    let full = remind("", 100, "over").await.unwrap_err();
+    assert_eq!(
+        full.to_string(),
+        "RESOURCE_EXHAUSTED: 2 reminders already pending for Echo/e (max_reminders_per_actor)"
+    );
+    assert!(host.cancel_reminder("Echo/e", "gone").await.unwrap());
+    assert!(!host.cancel_reminder("Echo/e", "gone").await.unwrap());
+    let bad = host
+        .remind(
+            "Echo/e",
+            "",
+            Duration::from_secs(11 * 365 * 24 * 3600),
+            "record",
+            "x",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        bad.code,
+        sluice_runtime::ErrorCode::InvalidArgument,
+        "{bad}"
+    );
+    let bad = host
+        .remind("not-an-id", "", Duration::ZERO, "record", "x")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        bad.code,
+        sluice_runtime::ErrorCode::InvalidArgument,
+        "{bad}"
+    );
+    let r = recorded(&host, "Echo/e", 1).await;
+    assert!(armed.elapsed() >= Duration::from_millis(300));
+    assert_eq!(r["items"], json!(["from the embedder"]));
+    assert_eq!(r["envelopes"][0]["sender"], "Echo/e", "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,6 +100,8 @@ fn admin_routes_with(host: Host, app: Option<String>, cluster: Option<ClusterInf
         .route("/admin/dlq", get(dlq_list))
         .route("/admin/dlq/replay", post(dlq_replay))
         .route("/admin/dlq/purge", post(dlq_purge))
+        .route("/admin/reminders", get(reminders_list))
+        .route("/admin/reminders/cancel", post(reminder_cancel))
         .layer(DefaultBodyLimit::max(256 << 20))
         .with_state(Arc::new(AdminState { host, cluster, app }))
 }
@@ -115,7 +117,7 @@ fn with_guard(routes: Router, token: Option<String>) -> Router {
 async fn no_route() -> Response {
     (
         StatusCode::NOT_FOUND,
-        axum::Json(json!({"code": "not-found", "message": "NOT_FOUND: no such route: the admin listener serves /admin/deploy, /admin/status, /admin/dlq, /admin/dlq/replay, /admin/dlq/purge and the console at /ui"})),
+        axum::Json(json!({"code": "not-found", "message": "NOT_FOUND: no such route: the admin listener serves /admin/deploy, /admin/status, /admin/dlq, /admin/dlq/replay, /admin/dlq/purge, /admin/reminders, /admin/reminders/cancel and the console at /ui"})),
     )
         .into_response()
 }
@@ -400,14 +402,14 @@ fn outbox_failed(e: impl std::fmt::Display) -> Response {
 }
 
 #[derive(Deserialize)]
-struct DlqQuery {
+struct ListQuery {
     receiver: Option<String>,
     limit: Option<u32>,
 }
 
 async fn dlq_list(
     State(state): State<Arc<AdminState>>,
-    q: Result<Query<DlqQuery>, QueryRejection>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
     let q = match q {
         Ok(Query(q)) => q,
@@ -481,6 +483,83 @@ async fn dlq_purge(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     dlq_op(state, body, false).await
+}
+
+/// `GET /admin/reminders[?receiver=Type/key][&limit=N]`: pending reminders, soonest due first.
+async fn reminders_list(
+    State(state): State<Arc<AdminState>>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(r) => {
+            return invalid(
+                StatusCode::BAD_REQUEST,
+                format!("INVALID_ARGUMENT: {}", r.body_text()),
+            );
+        }
+    };
+    let Some(ob) = state.host.outbox() else {
+        return no_outbox();
+    };
+    match ob
+        .reminders(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000))
+        .await
+    {
+        Ok(items) => {
+            let items: Vec<_> = items
+                .into_iter()
+                .map(|r| {
+                    json!({"id": r.id, "receiver": r.receiver, "name": r.name,
+                    "msg_type": r.msg_type, "due_at_ms": r.due_at_ms, "due_in_ms": r.due_in_ms,
+                    "payload_bytes": r.payload_bytes, "age_ms": r.age_ms})
+                })
+                .collect();
+            axum::Json(json!({ "reminders": items })).into_response()
+        }
+        Err(e) => outbox_failed(e),
+    }
+}
+
+/// The body of `POST /admin/reminders/cancel`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CancelReminder {
+    /// The actor whose reminder it is (`Type/key`).
+    pub receiver: String,
+    /// The reminder's name (anonymous reminders cannot be cancelled).
+    pub name: String,
+}
+
+/// `POST /admin/reminders/cancel {"receiver": "Type/key", "name": "…"}`: whether one was
+/// pending.
+async fn reminder_cancel(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return unreadable(r),
+    };
+    let Some(ob) = state.host.outbox() else {
+        return no_outbox();
+    };
+    let req = match serde_json::from_slice::<CancelReminder>(&body) {
+        Ok(r) if !r.name.is_empty() => r,
+        _ => {
+            return invalid(
+                StatusCode::BAD_REQUEST,
+                "INVALID_ARGUMENT: give {\"receiver\": \"Type/key\", \"name\": \"…\"} (a named reminder)"
+                    .into(),
+            );
+        }
+    };
+    if let Err(e) = sluice_runtime::ActorId::parse(&req.receiver) {
+        return invalid(StatusCode::BAD_REQUEST, e.to_string());
+    }
+    match ob.cancel_reminder(&req.receiver, &req.name).await {
+        Ok(cancelled) => axum::Json(json!({ "cancelled": cancelled })).into_response(),
+        Err(e) => outbox_failed(e),
+    }
 }
 
 #[cfg(test)]

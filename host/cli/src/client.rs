@@ -326,6 +326,52 @@ pub async fn status(base: &str, token: Option<&str>) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// What `sluice reminders` does.
+pub enum RemindersOp {
+    /// List pending reminders.
+    List {
+        /// Only this actor's.
+        receiver: Option<String>,
+        /// At most this many.
+        limit: Option<u32>,
+    },
+    /// Cancel one named reminder.
+    Cancel(crate::admin::CancelReminder),
+}
+
+/// `sluice reminders list|cancel` against the admin API; the JSON it answered.
+pub async fn reminders(base: &str, token: Option<&str>, op: RemindersOp) -> anyhow::Result<String> {
+    let base = base.trim_end_matches('/');
+    let (what, mut req) = match &op {
+        RemindersOp::List { receiver, limit } => {
+            let mut r = client().get(format!("{base}/admin/reminders"));
+            if let Some(rcv) = receiver {
+                r = r.query(&[("receiver", rcv)]);
+            }
+            if let Some(n) = limit {
+                r = r.query(&[("limit", n)]);
+            }
+            ("list", r)
+        }
+        RemindersOp::Cancel(body) => (
+            "cancel",
+            client()
+                .post(format!("{base}/admin/reminders/cancel"))
+                .json(body),
+        ),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.context("admin API unreachable")?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        bail!("reminders {what} failed ({status}): {text}");
+    }
+    Ok(text)
+}
+
 /// `sluice dlq`: `op` is `list`, `replay` or `purge`; `body` selects for replay/purge.
 pub async fn dlq(
     base: &str,

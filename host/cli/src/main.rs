@@ -95,6 +95,27 @@ enum Cmd {
         #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
         token: Option<String>,
     },
+    /// Pending durable reminders of a running host's outbox: list them, or cancel one by name.
+    Reminders {
+        /// `list` or `cancel`.
+        op: String,
+        /// Only this actor's (`Type/key`; required to cancel).
+        #[arg(long)]
+        receiver: Option<String>,
+        /// The reminder to cancel.
+        #[arg(long)]
+        name: Option<String>,
+        /// At most this many (list) [default: 100].
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The host's admin API [default: $SLUICE_HOST, else the config file's context, else
+        /// http://127.0.0.1:7401].
+        #[arg(long)]
+        host: Option<String>,
+        /// Bearer token for the admin API.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN")]
+        token: Option<String>,
+    },
     /// Show actor types, activations and queues of a running host.
     Status {
         /// The host's admin API [default: $SLUICE_HOST, else the config file's context, else
@@ -229,6 +250,28 @@ async fn dispatch(cmd: Cmd) -> anyhow::Result<()> {
             let host = target::resolve(Api::Admin, host.as_deref())?.url;
             let out = client::dlq(&host, token.as_deref(), &op, receiver.as_deref(), &body).await?;
             println!("{out}");
+            Ok(())
+        }
+        Cmd::Reminders {
+            op,
+            receiver,
+            name,
+            limit,
+            host,
+            token,
+        } => {
+            let host = target::resolve(Api::Admin, host.as_deref())?.url;
+            let op = match op.as_str() {
+                "list" => client::RemindersOp::List { receiver, limit },
+                "cancel" => match (receiver, name) {
+                    (Some(receiver), Some(name)) => {
+                        client::RemindersOp::Cancel(admin::CancelReminder { receiver, name })
+                    }
+                    _ => anyhow::bail!("reminders cancel needs --receiver and --name"),
+                },
+                other => anyhow::bail!("unknown reminders operation {other:?} (list, cancel)"),
+            };
+            println!("{}", client::reminders(&host, token.as_deref(), op).await?);
             Ok(())
         }
         Cmd::Deploy {

@@ -22,7 +22,15 @@ fn help_names_every_command() {
     assert!(out.status.success(), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);
     for cmd in [
-        "run", "deploy", "call", "tell", "dlq", "status", "build", "new",
+        "run",
+        "deploy",
+        "call",
+        "tell",
+        "dlq",
+        "reminders",
+        "status",
+        "build",
+        "new",
     ] {
         assert!(
             help.lines()

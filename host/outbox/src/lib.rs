@@ -46,6 +46,7 @@ pub use delivery::{Delivery, DeliveryError, DispatchMode, Envelope, Exhausted};
 pub use error::{Error, Result};
 pub use message::{
     Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewMessage, OutboxMessage, PartitionStats,
+    PendingReminder,
 };
 pub use outbox::{DispatchOutcome, DispatchResult, MAX_REMINDER_NAME, Outbox};
 pub use relay::RelayHandle;

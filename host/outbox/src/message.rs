@@ -394,6 +394,49 @@ pub struct DeadLetter {
     pub age_ms: i64,
 }
 
+/// A reminder waiting for its due time, as [`crate::Outbox::reminders`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingReminder {
+    /// Row id (in the reminder table; it gets a new id once moved into the outbox).
+    pub id: i64,
+    /// The actor it is for (and from).
+    pub receiver: String,
+    /// Its name; empty for an anonymous reminder.
+    pub name: String,
+    /// Message type.
+    pub msg_type: String,
+    /// When it is due, ms since the Unix epoch.
+    pub due_at_ms: i64,
+    /// Until it is due, at the time of listing; negative when it is due and the relay has not
+    /// moved it into the outbox yet.
+    pub due_in_ms: i64,
+    /// Payload size, bytes.
+    pub payload_bytes: i64,
+    /// Since it was armed (or last re-armed), ms.
+    pub age_ms: i64,
+}
+
+/// A reminder row as both backends select it ([`crate::channel`]'s listing statements).
+pub(crate) type ReminderRow = (i64, String, String, String, i64, i64, i64);
+
+impl PendingReminder {
+    pub(crate) fn from_row(
+        (id, receiver, name, msg_type, due_at_ms, payload_bytes, created_at): ReminderRow,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            id,
+            receiver,
+            name,
+            msg_type,
+            due_at_ms,
+            due_in_ms: due_at_ms - now_ms,
+            payload_bytes,
+            age_ms: now_ms - created_at,
+        }
+    }
+}
+
 /// Which dead letters a DLQ operation applies to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DlqSelector {

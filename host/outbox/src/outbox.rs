@@ -18,7 +18,7 @@ use crate::delivery::{Delivery, DeliveryError, Envelope};
 use crate::error::{Error, Result};
 use crate::message::{
     DeadLetter, DeadLetterOp, DlqSelector, EnqueueOutcome, NewMessage, NewRow, OutboxMessage,
-    PartitionStats, Release, Retry, Settlement, actor_type_of, dead_reason,
+    PartitionStats, PendingReminder, Release, Retry, Settlement, actor_type_of, dead_reason,
 };
 use crate::url::DatabaseUrl;
 
@@ -482,6 +482,18 @@ impl Outbox {
             metrics::counter!("sluice_outbox_reminders_cancelled_total").increment(1);
         }
         Ok(cancelled)
+    }
+
+    /// Pending reminders (not yet due, or due and not yet moved into the outbox), soonest
+    /// due first, of one receiver or of all, at most `limit`. A reminder moved into the outbox
+    /// is a stored message from then on, and is no longer listed here.
+    pub async fn reminders(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PendingReminder>> {
+        let now = self.now_ms();
+        self.inner.channel.reminders(receiver, limit, now).await
     }
 
     /// Store one message per target durably (one transaction), then make one immediate

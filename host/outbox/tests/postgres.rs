@@ -38,6 +38,7 @@ on_postgres!(
     fifo_holds_under_backoff_while_batches_stay_full,
     dispatch_gives_up_at_the_callers_deadline,
     reminders_arrive_when_due_named_ones_replace_and_cancelled_ones_never,
+    pending_reminders_are_listed_soonest_first_until_they_are_moved,
     reminders_past_the_cap_are_refused_but_a_pending_name_can_be_rearmed,
     reminders_armed_before_a_restart_arrive_after_it,
     hosts_promoting_at_once_move_each_reminder_once,

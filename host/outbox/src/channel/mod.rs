@@ -45,7 +45,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::message::{
-    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats,
+    PendingReminder, Settlement,
 };
 
 /// Which database a channel stores into.
@@ -171,6 +172,14 @@ pub trait Channel: Send + Sync + 'static {
     /// Deletes `receiver`'s pending reminder `name`; whether one was pending.
     async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool>;
 
+    /// Pending reminders, soonest due first, optionally of one receiver, at most `limit`.
+    async fn reminders(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<PendingReminder>>;
+
     /// Moves up to `limit` reminders due at `now_ms` into the outbox in one transaction, as
     /// pending rows visible at once (so they queue behind what their receivers already have
     /// pending). Any number of hosts may call it at once: each reminder is moved once.
@@ -216,6 +225,18 @@ pub(crate) fn arm_reminder_sql() -> String {
          sequence_number = excluded.sequence_number, created_at = excluded.created_at, \
          traceparent = excluded.traceparent"
     )
+}
+
+/// Listing pending reminders, on both backends, as [`crate::message::ReminderRow`]s: every
+/// receiver's (bind the limit), or one receiver's (bind it, then the limit). Soonest due first,
+/// from the due-time index or the receiver index.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn list_reminders_sql(one_receiver: bool) -> &'static str {
+    if one_receiver {
+        "SELECT id, receiver, name, msg_type, due_at, CAST(length(payload) AS BIGINT), created_at          FROM outbox_reminders WHERE receiver = $1 ORDER BY due_at, id LIMIT $2"
+    } else {
+        "SELECT id, receiver, name, msg_type, due_at, CAST(length(payload) AS BIGINT), created_at          FROM outbox_reminders ORDER BY due_at, id LIMIT $1"
+    }
 }
 
 /// Binds a [`NewRow`], its reminder name and the per-receiver cap to [`arm_reminder_sql`].

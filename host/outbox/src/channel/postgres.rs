@@ -38,7 +38,8 @@ use super::plan::Existing;
 use super::{Backend, COLUMNS, Channel, EnqueueOptions, Promoted};
 use crate::error::{Error, Result};
 use crate::message::{
-    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats, Settlement,
+    DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats,
+    PendingReminder, ReminderRow, Settlement,
 };
 
 /// Advisory lock class for partitions (the two-int form: class, object).
@@ -740,6 +741,24 @@ impl Channel for PostgresChannel {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn reminders(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<PendingReminder>> {
+        let q = sqlx::query_as::<_, ReminderRow>(super::list_reminders_sql(receiver.is_some()));
+        let q = match receiver {
+            Some(r) => q.bind(r),
+            None => q,
+        };
+        let rows = q.bind(i64::from(limit)).fetch_all(&self.pool).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PendingReminder::from_row(r, now_ms))
+            .collect())
     }
 
     /// One statement moves the rows (delete and insert commit together); `SKIP LOCKED` lets

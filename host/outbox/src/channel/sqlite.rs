@@ -39,7 +39,7 @@ use crate::delivery::DispatchMode;
 use crate::error::Result;
 use crate::message::{
     Conflict, DeadLetter, DlqSelector, EnqueueOutcome, NewRow, OutboxMessage, PartitionStats,
-    Settlement,
+    PendingReminder, ReminderRow, Settlement,
 };
 
 /// The embedded outbox store.
@@ -676,6 +676,27 @@ impl Channel for SqliteChannel {
             .execute(&mut *self.connection().await?)
             .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn reminders(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<PendingReminder>> {
+        let q = sqlx::query_as::<_, ReminderRow>(super::list_reminders_sql(receiver.is_some()));
+        let q = match receiver {
+            Some(r) => q.bind(r),
+            None => q,
+        };
+        let rows = q
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.connection().await?)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PendingReminder::from_row(r, now_ms))
+            .collect())
     }
 
     /// The insert and the delete choose the same rows: nothing else writes between them (one

@@ -1203,6 +1203,80 @@ pub async fn reminders_arrive_when_due_named_ones_replace_and_cancelled_ones_nev
     );
 }
 
+/// Pending reminders are listed soonest due first (all, or one receiver's, up to a limit) with
+/// their name, type, size and time to go; a cancelled one, and each one moved into the outbox
+/// once due, is listed no more.
+pub async fn pending_reminders_are_listed_soonest_first_until_they_are_moved(store: Store) {
+    let outbox = store.open(fast_config().build().unwrap()).await;
+    for (receiver, name, delay, payload) in [
+        ("Clock/1", "tick", 2_000, "tick!"),
+        ("Clock/1", "", 1_000, "anonymous"),
+        ("Clock/2", "x", 500, ""),
+        ("Clock/1", "gone", 60_000, "never"),
+    ] {
+        let m = NewMessage::new(
+            receiver,
+            format!("{receiver}:{name}"),
+            payload.as_bytes().to_vec(),
+        )
+        .with_delay_ms(delay);
+        assert!(outbox.remind(m, name, 10).await.unwrap());
+    }
+    assert!(outbox.cancel_reminder("Clock/1", "gone").await.unwrap());
+    let listed = |receiver: Option<&'static str>, limit: u32| {
+        let outbox = &outbox;
+        async move {
+            outbox
+                .reminders(receiver, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| {
+                    assert_eq!(r.msg_type, format!("{}:{}", r.receiver, r.name));
+                    (r.receiver, r.name, r.due_in_ms, r.payload_bytes)
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let s = |v: &str| v.to_string();
+    assert_eq!(
+        listed(None, 100).await,
+        [
+            (s("Clock/2"), s("x"), 500, 0),
+            (s("Clock/1"), s(""), 1_000, 9),
+            (s("Clock/1"), s("tick"), 2_000, 5),
+        ]
+    );
+    assert_eq!(
+        listed(Some("Clock/1"), 100).await,
+        [
+            (s("Clock/1"), s(""), 1_000, 9),
+            (s("Clock/1"), s("tick"), 2_000, 5)
+        ]
+    );
+    assert_eq!(listed(Some("Clock/1"), 1).await.len(), 1);
+    assert_eq!(listed(None, 2).await.len(), 2);
+    assert!(listed(Some("Clock/3"), 100).await.is_empty());
+    let rx = TestReceiver::new();
+    let relay = outbox.start_relay(Arc::new(rx.clone()));
+    rx.wait_for("the two reminders due first", T, |r| {
+        r.delivered_count() >= 2
+    })
+    .await;
+    assert_eq!(
+        listed(None, 100)
+            .await
+            .into_iter()
+            .map(|(r, n, ..)| (r, n))
+            .collect::<Vec<_>>(),
+        [(s("Clock/1"), s("tick"))]
+    );
+    rx.wait_for("the last reminder", T, |r| r.delivered_count() >= 3)
+        .await;
+    relay.shutdown().await;
+    assert!(listed(None, 100).await.is_empty());
+}
+
 /// `max_pending` counts a receiver's pending reminders: one more is refused (nothing stored),
 /// re-arming a pending name is not one more, and a cancelled or delivered one frees its place.
 pub async fn reminders_past_the_cap_are_refused_but_a_pending_name_can_be_rearmed(store: Store) {

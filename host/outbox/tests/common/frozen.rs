@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use sluice_outbox::channel::{Backend, Channel, EnqueueOptions, Promoted};
-use sluice_outbox::message::{NewRow, Settlement};
+use sluice_outbox::message::{NewRow, PendingReminder, Settlement};
 use sluice_outbox::{
     DeadLetter, DlqSelector, EnqueueOutcome, OutboxMessage, PartitionStats, Result,
 };
@@ -100,6 +100,14 @@ impl Channel for Frozen {
     }
     async fn cancel_reminder(&self, receiver: &str, name: &str) -> Result<bool> {
         frozen(self.0.cancel_reminder(receiver, name)).await
+    }
+    async fn reminders(
+        &self,
+        receiver: Option<&str>,
+        limit: u32,
+        now_ms: i64,
+    ) -> Result<Vec<PendingReminder>> {
+        frozen(self.0.reminders(receiver, limit, now_ms)).await
     }
     async fn promote_reminders(&self, now_ms: i64, limit: u32) -> Result<Promoted> {
         frozen(self.0.promote_reminders(now_ms, limit)).await

@@ -150,6 +150,44 @@ impl Host {
             .await
     }
 
+    /// Arms a durable reminder for actor `to` from outside any actor, as if `to` had armed it
+    /// (the WIT `outbox.remind`): stored before this returns, then delivered to `to`, with
+    /// `to` as its sender, once `delay` has passed, at least once, on whichever host runs it
+    /// then. A non-empty `name` replaces `to`'s pending reminder of that name.
+    ///
+    /// Errors as for guests: `INVALID_ARGUMENT` (bad id, type or name, payload over the
+    /// limit, a delay over ten years), `RESOURCE_EXHAUSTED` at `max_reminders_per_actor`,
+    /// `UNAVAILABLE` without an outbox.
+    pub async fn remind(
+        &self,
+        to: &str,
+        name: &str,
+        delay: Duration,
+        msg_type: &str,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<(), ActorError> {
+        let id = ActorId::parse(to)?;
+        let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.inner
+            .remind(
+                &id,
+                name,
+                delay_ms,
+                msg_type.to_string(),
+                payload.into(),
+                sluice_bus::SYSTEM_PRINCIPAL,
+                None,
+            )
+            .await
+    }
+
+    /// Cancels `to`'s pending reminder `name`: whether one was pending. One already due and
+    /// moved into the outbox is being delivered and is not cancelled.
+    pub async fn cancel_reminder(&self, to: &str, name: &str) -> Result<bool, ActorError> {
+        let id = ActorId::parse(to)?;
+        self.inner.cancel_reminder(&id, name).await
+    }
+
     /// Stops the host and waits for the outbox relay to finish its current batch.
     pub async fn stop(&self) {
         self.shutdown();
