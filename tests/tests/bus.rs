@@ -190,9 +190,19 @@ async fn rate_limit_refusal_reaches_guest_as_resource_exhausted(lang: Lang) {
     let payload = "x".repeat(60);
     let publish = json!({"topic": "evt.a", "payload": payload});
     let tell = json!({"to": "Echo/2", "msg_type": "echo", "payload": payload});
+    let remind = json!({"name": "", "delay_ms": 60_000, "msg_type": "echo", "payload": payload});
+    // `remind` needs somewhere to keep its reminders.
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = sluice_outbox::Outbox::open_sqlite(
+        dir.path().join("outbox.db"),
+        sluice_outbox::OutboxConfig::default(),
+    )
+    .await
+    .unwrap();
+    host.attach_outbox(outbox);
     // 60 + 60 bytes exceed the 100-byte window: the second (or, across a window boundary,
-    // the third) call is refused. `tell` draws on the same (Echo, limited) budget.
-    for (op, req) in [("publish", &publish), ("tell", &tell)] {
+    // the third) call is refused. `tell` and `remind` draw on the same (Echo, limited) budget.
+    for (op, req) in [("publish", &publish), ("tell", &tell), ("remind", &remind)] {
         let mut refusal = None;
         for _ in 0..4 {
             let r = guest_call(&host, "limited", op, req.clone()).await;

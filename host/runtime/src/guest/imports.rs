@@ -165,6 +165,10 @@ impl outbox::Host for StoreState {
             Ok(h) => h,
             Err(e) => return Ok(Err(to_wit(e))),
         };
+        // A reminder is a send to itself, later: charged like one now.
+        if let Err(e) = host.check_ipc(&self.self_id, &self.turn.principal, payload.len()) {
+            return Ok(Err(to_wit(e)));
+        }
         let t0 = Instant::now();
         let r = host
             .remind(
