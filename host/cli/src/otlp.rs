@@ -4,10 +4,13 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`. Without one nothing
 //! is installed and the runtime creates no spans per message.
 
+use std::time::{Duration, Instant};
+
 use anyhow::Context;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkError;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
 use tracing_subscriber::Layer;
@@ -47,9 +50,40 @@ impl Endpoint {
 /// Flushes and shuts the exporter down when dropped (spans still batched are sent).
 pub struct Guard(SdkTracerProvider);
 
+/// How long closing waits for a full span queue to take its flush.
+const CLOSE_BOUND: Duration = Duration::from_secs(5);
+
+impl Guard {
+    /// Sends what is queued, then shuts the exporter down. The batch processor queues its
+    /// flush and shutdown requests behind the spans, and refuses them while that queue is full
+    /// (spans came faster than they were exported): shutting down at once then failed and
+    /// lost every queued span. So a refused flush is asked again (`refused` runs after each
+    /// refusal) until one is taken, which drains the queue, at most `bound`. A flush that
+    /// fails for another reason (the collector is down) is not waited on.
+    fn close(&self, bound: Duration, mut refused: impl FnMut()) -> Result<(), String> {
+        let deadline = Instant::now() + bound;
+        loop {
+            match self.0.force_flush() {
+                // The provider lists its processors' errors in one message.
+                Err(OTelSdkError::InternalFailure(e))
+                    if e.contains("Failed to send flush message") =>
+                {
+                    if Instant::now() >= deadline {
+                        return Err(format!("the span queue stayed full for {bound:?}: {e}"));
+                    }
+                    refused();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => break,
+            }
+        }
+        self.0.shutdown().map_err(|e| e.to_string())
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Err(e) = self.0.shutdown() {
+        if let Err(e) = self.close(CLOSE_BOUND, || {}) {
             eprintln!("sluice: trace exporter shutdown: {e}");
         }
     }
@@ -147,4 +181,95 @@ pub fn init(endpoint: Option<Endpoint>) -> anyhow::Result<Option<Guard>> {
         .init();
     sluice_trace::enable();
     Ok(Some(Guard(provider)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use opentelemetry::trace::{Span as _, Tracer as _};
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{BatchConfigBuilder, SpanData, SpanExporter};
+
+    use super::*;
+
+    /// An exporter that holds every export until its gate opens, counting the spans.
+    #[derive(Debug, Clone, Default)]
+    struct Gated {
+        open: Arc<AtomicBool>,
+        exported: Arc<AtomicUsize>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl SpanExporter for Gated {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            while !self.open.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            self.exported.fetch_add(batch.len(), Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// The queue is full when the host stops (the exporter is still busy with an earlier
+    /// batch): closing waits for the queue to take its flush, then every queued span is
+    /// exported and the shutdown succeeds. Shutting down at once, as before, failed with
+    /// "channel is full" and exported none of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closing_with_a_full_span_queue_exports_what_is_queued() {
+        let gated = Gated::default();
+        let config = BatchConfigBuilder::default()
+            .with_max_queue_size(8)
+            .with_max_export_batch_size(4)
+            .with_scheduled_delay(Duration::from_secs(3600))
+            .build();
+        let processor =
+            BatchSpanProcessor::builder(gated.clone(), opentelemetry_sdk::runtime::Tokio)
+                .with_batch_config(config)
+                .build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .build();
+        let tracer = provider.tracer("test");
+        let mut ended = 0;
+        // Until the processor is stuck in an export, then enough to fill its queue.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gated.calls.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the processor never exported");
+            tracer.start("span").end();
+            ended += 1;
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..32 {
+            tracer.start("span").end();
+            ended += 1;
+        }
+        let guard = Guard(provider);
+        let (open, refusals) = (gated.open.clone(), Arc::new(AtomicUsize::new(0)));
+        let counted = refusals.clone();
+        let closed = tokio::task::spawn_blocking(move || {
+            // The first refusal proves the queue was full; the exporter then goes on.
+            let r = guard.close(Duration::from_secs(10), || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                open.store(true, Ordering::SeqCst);
+            });
+            std::mem::forget(guard); // closed already; its drop would close again
+            r
+        })
+        .await
+        .unwrap();
+        assert!(
+            refusals.load(Ordering::SeqCst) >= 1,
+            "the queue was never full"
+        );
+        assert_eq!(closed, Ok(()));
+        // The batch in export plus a full queue: everything that was not dropped at the door.
+        let exported = gated.exported.load(Ordering::SeqCst);
+        assert!(
+            (4 + 8..=ended).contains(&exported),
+            "exported {exported} of {ended} spans"
+        );
+    }
 }
