@@ -488,6 +488,20 @@ pub fn guest_on(lang: Lang, name: &str, engine: sluice_build::JsBackend) -> Opti
     }
 }
 
+/// Attaches an outbox on a fresh SQLite file (default config) to `host`; the returned
+/// directory holds the file, so keep it as long as the host runs.
+pub async fn attach_sqlite_outbox(host: &Host) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = sluice_outbox::Outbox::open_sqlite(
+        dir.path().join("outbox.db"),
+        sluice_outbox::OutboxConfig::default(),
+    )
+    .await
+    .unwrap();
+    host.attach_outbox(outbox);
+    dir
+}
+
 /// Starts a host and deploys `children` built in `lang`; `None` (the caller returns: a loud
 /// skip) when the language's toolchain is missing and [`toolchains_required`] is false; under
 /// it a missing toolchain panics.

@@ -192,14 +192,7 @@ async fn rate_limit_refusal_reaches_guest_as_resource_exhausted(lang: Lang) {
     let tell = json!({"to": "Echo/2", "msg_type": "echo", "payload": payload});
     let remind = json!({"name": "", "delay_ms": 60_000, "msg_type": "echo", "payload": payload});
     // `remind` needs somewhere to keep its reminders.
-    let dir = tempfile::tempdir().unwrap();
-    let outbox = sluice_outbox::Outbox::open_sqlite(
-        dir.path().join("outbox.db"),
-        sluice_outbox::OutboxConfig::default(),
-    )
-    .await
-    .unwrap();
-    host.attach_outbox(outbox);
+    let _outbox = sluice_tests::attach_sqlite_outbox(&host).await;
     // 60 + 60 bytes exceed the 100-byte window: the second (or, across a window boundary,
     // the third) call is refused. `tell` and `remind` draw on the same (Echo, limited) budget.
     for (op, req) in [("publish", &publish), ("tell", &tell), ("remind", &remind)] {

@@ -8,11 +8,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_outbox::{Outbox, OutboxConfig};
 use sluice_runtime::{ChildSpec, HostConfig};
 use sluice_tests::{
-    Lang, SluiceRun, ingress_ask, json, per_language, poly_host, rust_app, sluice_binary,
-    test_config, wait_for,
+    Lang, SluiceRun, attach_sqlite_outbox, ingress_ask, json, per_language, poly_host, rust_app,
+    sluice_binary, test_config, wait_for,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -59,11 +58,7 @@ async fn reminders_arrive_once_when_due_and_names_replace_or_cancel(lang: Lang) 
     assert_eq!(r["error"]["type"], "Unavailable", "{lang:?}: {r}");
     assert_eq!(r["error"]["code"], "unavailable", "{lang:?}: {r}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let outbox = Outbox::open_sqlite(dir.path().join("outbox.db"), OutboxConfig::default())
-        .await
-        .unwrap();
-    host.attach_outbox(outbox);
+    let _outbox = attach_sqlite_outbox(&host).await;
     let armed = Instant::now();
     for (name, delay, payload) in [
         ("", 400, "anonymous"),
@@ -353,11 +348,7 @@ async fn an_embedder_arms_reminders_with_host_remind() {
         .await
         .unwrap_err();
     assert_eq!(r.code, sluice_runtime::ErrorCode::Unavailable, "{r}");
-    let dir = tempfile::tempdir().unwrap();
-    let outbox = Outbox::open_sqlite(dir.path().join("outbox.db"), OutboxConfig::default())
-        .await
-        .unwrap();
-    host.attach_outbox(outbox);
+    let _outbox = attach_sqlite_outbox(&host).await;
     let armed = Instant::now();
     let remind = |name: &'static str, delay_ms: u64, payload: &'static str| {
         let host = &host;

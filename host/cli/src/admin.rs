@@ -407,26 +407,35 @@ struct ListQuery {
     limit: Option<u32>,
 }
 
+/// What a listing (`GET /admin/dlq`, `/admin/reminders`) reads: the outbox, the receiver it is
+/// limited to and how many at most (default 100, at most 10,000); or the typed refusal.
+#[allow(clippy::result_large_err)] // the refusal is the response itself
+fn listing(
+    state: &AdminState,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<(&Arc<sluice_runtime::outbox::Outbox>, Option<String>, u32), Response> {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(r) => {
+            return Err(invalid(
+                StatusCode::BAD_REQUEST,
+                format!("INVALID_ARGUMENT: {}", r.body_text()),
+            ));
+        }
+    };
+    let ob = state.host.outbox().ok_or_else(no_outbox)?;
+    Ok((ob, q.receiver, q.limit.unwrap_or(100).min(10_000)))
+}
+
 async fn dlq_list(
     State(state): State<Arc<AdminState>>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(r) => {
-            return invalid(
-                StatusCode::BAD_REQUEST,
-                format!("INVALID_ARGUMENT: {}", r.body_text()),
-            );
-        }
+    let (ob, receiver, limit) = match listing(&state, q) {
+        Ok(l) => l,
+        Err(refused) => return refused,
     };
-    let Some(ob) = state.host.outbox() else {
-        return no_outbox();
-    };
-    match ob
-        .dlq_list(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000))
-        .await
-    {
+    match ob.dlq_list(receiver.as_deref(), limit).await {
         Ok(items) => {
             let items: Vec<_> = items
                 .into_iter()
@@ -490,22 +499,11 @@ async fn reminders_list(
     State(state): State<Arc<AdminState>>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(r) => {
-            return invalid(
-                StatusCode::BAD_REQUEST,
-                format!("INVALID_ARGUMENT: {}", r.body_text()),
-            );
-        }
+    let (ob, receiver, limit) = match listing(&state, q) {
+        Ok(l) => l,
+        Err(refused) => return refused,
     };
-    let Some(ob) = state.host.outbox() else {
-        return no_outbox();
-    };
-    match ob
-        .reminders(q.receiver.as_deref(), q.limit.unwrap_or(100).min(10_000))
-        .await
-    {
+    match ob.reminders(receiver.as_deref(), limit).await {
         Ok(items) => {
             let items: Vec<_> = items
                 .into_iter()

@@ -342,7 +342,7 @@ pub enum RemindersOp {
 /// `sluice reminders list|cancel` against the admin API; the JSON it answered.
 pub async fn reminders(base: &str, token: Option<&str>, op: RemindersOp) -> anyhow::Result<String> {
     let base = base.trim_end_matches('/');
-    let (what, mut req) = match &op {
+    let (what, req) = match &op {
         RemindersOp::List { receiver, limit } => {
             let mut r = client().get(format!("{base}/admin/reminders"));
             if let Some(rcv) = receiver {
@@ -360,16 +360,7 @@ pub async fn reminders(base: &str, token: Option<&str>, op: RemindersOp) -> anyh
                 .json(body),
         ),
     };
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.context("admin API unreachable")?;
-    let status = resp.status();
-    let text = resp.text().await?;
-    if !status.is_success() {
-        bail!("reminders {what} failed ({status}): {text}");
-    }
-    Ok(text)
+    admin_text(req, token, &format!("reminders {what}")).await
 }
 
 /// `sluice dlq`: `op` is `list`, `replay` or `purge`; `body` selects for replay/purge.
@@ -381,7 +372,7 @@ pub async fn dlq(
     body: &crate::admin::DlqRequest,
 ) -> anyhow::Result<String> {
     let base = base.trim_end_matches('/');
-    let mut req = match op {
+    let req = match op {
         "list" => {
             let mut r = client().get(format!("{base}/admin/dlq"));
             if let Some(rcv) = receiver {
@@ -392,6 +383,16 @@ pub async fn dlq(
         "replay" | "purge" => client().post(format!("{base}/admin/dlq/{op}")).json(body),
         other => bail!("unknown dlq operation {other:?} (list, replay, purge)"),
     };
+    admin_text(req, token, &format!("dlq {op}")).await
+}
+
+/// Sends an admin API request (with the bearer token, if any); the body of a success, else
+/// an error naming `what` with the status and the body.
+async fn admin_text(
+    mut req: reqwest::RequestBuilder,
+    token: Option<&str>,
+    what: &str,
+) -> anyhow::Result<String> {
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
@@ -399,7 +400,7 @@ pub async fn dlq(
     let status = resp.status();
     let text = resp.text().await?;
     if !status.is_success() {
-        bail!("dlq {op} failed ({status}): {text}");
+        bail!("{what} failed ({status}): {text}");
     }
     Ok(text)
 }
