@@ -1032,3 +1032,80 @@ fn the_grafana_dashboard_charts_every_metric_family_and_no_other() {
         "families the dashboard does not chart: {unused:?}"
     );
 }
+
+/// The reminders panel: what actors armed is listed live (soonest due first, with its name,
+/// type, size and time to go), a filter narrows it to one actor, and a named reminder is
+/// cancelled from the page after a confirmation (declining it cancels nothing); the admin API
+/// agrees, and the cancelled reminder never arrives while the others do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_pending_reminders_and_cancels_one_from_the_page() {
+    let app = rust_app(
+        &["echo"],
+        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
+    );
+    let bin = sluice_binary("sluice-console");
+    let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
+    let arm = |name: &str, delay_ms: u64| json!({"name": name, "delay_ms": delay_ms, "msg_type": "record", "payload": name});
+    for (actor, name, delay) in [
+        ("Echo/a", "nightly", 3_600_000),
+        ("Echo/a", "", 10_000),
+        ("Echo/b", "retry", 600_000),
+    ] {
+        let r = ask(&run, actor, "remind", arm(name, delay)).await;
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    let listed = |v: &Value| -> Vec<(i64, String)> {
+        v["reminders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_i64().unwrap(),
+                    r["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let pending: Value = reqwest::get(format!("{}/admin/reminders", run.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = listed(&pending);
+    let names: Vec<&str> = rows.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["", "retry", "nightly"], "{pending}");
+    let (anon, retry, nightly) = (rows[0].0, rows[1].0, rows[2].0);
+
+    let mut b = Browser::start();
+    assert_eq!(b.open(&format!("{}/ui", run.admin), None), 200);
+    b.wait("rem:count", "^3$");
+    b.wait(&format!("rem:{anon}:name"), "^\\(anonymous\\)$");
+    b.wait(&format!("rem:{nightly}:due"), "^(59m|1h 0m)");
+    b.wait(&format!("rem:{retry}:due"), "^(9m|10m 0s)");
+    b.cmd(json!({"cmd": "fill", "sel": sel("rem:filter"), "value": "Echo/b"}));
+    b.wait("rem:count", "^1$");
+    b.cmd(json!({"cmd": "fill", "sel": sel("rem:filter"), "value": ""}));
+    // The anonymous one arrives when due, and leaves the list.
+    b.wait("rem:count", "^2$");
+    let recorded = ask(&run, "Echo/a", "recorded", json!("")).await;
+    assert_eq!(recorded["items"], json!([""]), "{recorded}");
+
+    let asked = b.click(&format!("rem:cancel:{retry}"), false);
+    assert!(asked.contains("\"retry\" of Echo/b"), "{asked}");
+    b.wait("rem:count", "^2$");
+    let asked = b.click(&format!("rem:cancel:{retry}"), true);
+    assert!(asked.contains("retry"), "{asked}");
+    b.wait("rem:status", "^cancelled retry$");
+    b.wait("rem:count", "^1$");
+    b.screenshot("console-reminders.png");
+    let pending: Value = reqwest::get(format!("{}/admin/reminders", run.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed(&pending), [(nightly, "nightly".to_string())]);
+    assert!(b.page_errors().is_empty(), "{:?}", b.page_errors());
+}

@@ -462,14 +462,83 @@ async function pollDlq() {
   setTimeout(pollDlq, DLQ_POLL_MS);
 }
 
+// ---------- reminders ----------
+
+const remRoot = () => document.getElementById('reminders');
+
+function remStatus(text) {
+  setText(remRoot(), 'rem:status', text);
+}
+
+async function loadReminders() {
+  const filter = cell(remRoot(), 'rem:filter').value.trim();
+  const q = new URLSearchParams({ limit: String(DLQ_LIMIT) });
+  if (filter) q.set('receiver', filter);
+  const r = await fetch(`/admin/reminders?${q}`, { cache: 'no-store' });
+  const j = await r.json().catch(() => ({}));
+  const tbody = remRoot().querySelector('tbody');
+  if (!r.ok) {
+    setText(remRoot(), 'rem:count', '–');
+    remStatus(j.message || `HTTP ${r.status}`);
+    syncRows(tbody, [], () => '', () => null, () => {});
+    return;
+  }
+  const items = j.reminders;
+  setText(remRoot(), 'rem:count', items.length >= DLQ_LIMIT ? `${DLQ_LIMIT}+` : String(items.length));
+  syncRows(
+    tbody,
+    items,
+    (m) => String(m.id),
+    (m) => {
+      const actions = el('td', { class: 'actions' });
+      // Only a named reminder can be cancelled (an anonymous one has no handle).
+      if (m.name) {
+        const cancel = el('button', { class: 'danger', 'data-cell': `rem:cancel:${m.id}`, text: 'Cancel' });
+        cancel.onclick = () => cancelReminder(m);
+        actions.append(cancel);
+      }
+      return el('tr', { 'data-receiver': m.receiver },
+        el('td', { class: 'text', text: m.receiver }), el('td', { class: 'text', 'data-cell': `rem:${m.id}:name`, text: m.name || '(anonymous)' }),
+        el('td', { class: 'text', text: m.msg_type }), el('td', { text: String(m.payload_bytes) }),
+        el('td', { 'data-cell': `rem:${m.id}:due` }), el('td', { 'data-cell': `rem:${m.id}:age` }), actions);
+    },
+    (tr, m) => {
+      setText(tr, `rem:${m.id}:due`, m.due_in_ms > 0 ? fmtMs(m.due_in_ms) : 'due now');
+      setText(tr, `rem:${m.id}:age`, `${fmtMs(m.age_ms)} ago`);
+    },
+  );
+}
+
+async function cancelReminder(m) {
+  if (!window.confirm(`Cancel reminder "${m.name}" of ${m.receiver} (${m.msg_type})?`)) return;
+  try {
+    const j = await adminPost('/admin/reminders/cancel', { receiver: m.receiver, name: m.name });
+    remStatus(j.cancelled ? `cancelled ${m.name}` : `${m.name} was no longer pending`);
+  } catch (e) {
+    remStatus(`failed: ${e.message}`);
+  }
+  await loadReminders().catch(() => {});
+}
+
+async function pollReminders() {
+  try {
+    await loadReminders();
+  } catch (e) {
+    remStatus(`failed: ${e.message}`);
+  }
+  setTimeout(pollReminders, DLQ_POLL_MS);
+}
+
 // ---------- start ----------
 
 document.addEventListener('DOMContentLoaded', () => {
   cell(dlqRoot(), 'dlq:replay-all').onclick = () => bulk(true);
   cell(dlqRoot(), 'dlq:purge-all').onclick = () => bulk(false);
   cell(dlqRoot(), 'dlq:filter').addEventListener('change', () => loadDlq().catch(() => {}));
+  cell(remRoot(), 'rem:filter').addEventListener('change', () => loadReminders().catch(() => {}));
   loadHistory()
     .catch((e) => setConn('down', e.message))
     .finally(connect);
   pollDlq();
+  pollReminders();
 });
