@@ -127,6 +127,26 @@ pub fn generate_node_id() -> String {
     format!("n{id}")
 }
 
+/// Runs `f` unless the connection whose state is `state` drops first (or is down already):
+/// then `None`, at once. The client keeps a JetStream request whose connection dropped
+/// waiting well past its timeout (over 10 s in `tests/directory.rs`), and its answer can no
+/// longer come: core NATS keeps nothing for a subscriber that is away.
+pub(crate) async fn unless_dropped<F: std::future::Future>(
+    state: &watch::Receiver<ConnectionState>,
+    f: F,
+) -> Option<F::Output> {
+    let mut state = state.clone();
+    tokio::select! {
+        biased;
+        _ = state.wait_for(|s| *s != ConnectionState::Connected) => None,
+        r = f => Some(r),
+    }
+}
+
+/// What an operation cut short by [`unless_dropped`] reports.
+pub(crate) const DROPPED_IN_FLIGHT: &str =
+    "this host lost its NATS connection with the operation in flight";
+
 /// How long to wait before reconnect attempt `attempts` (1-based): at once, then doubling
 /// from 2 ms, never more than `cap` (the heartbeat interval). The client's own schedule
 /// caps at 4 s, so a server back after a few seconds' outage could be found only 4 s later,

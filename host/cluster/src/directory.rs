@@ -21,7 +21,7 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKin
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::{self, BucketError, KvSpec};
-use crate::connect::{Connection, ConnectionState};
+use crate::connect::{self, Connection, ConnectionState};
 use crate::membership::{self, MembershipError};
 use crate::metrics;
 use crate::names::{Names, escape_token};
@@ -209,19 +209,15 @@ impl Directory {
         op: &'static str,
         f: F,
     ) -> Result<F::Output, DirectoryError> {
-        let mut state = self.state.clone();
-        tokio::select! {
-            biased;
-            _ = state.wait_for(|s| *s != ConnectionState::Connected) => {
+        connect::unless_dropped(&self.state, f)
+            .await
+            .ok_or_else(|| {
                 metrics::directory_op(op, "error");
-                Err(DirectoryError::Kv {
+                DirectoryError::Kv {
                     op,
-                    reason: "this host lost its NATS connection with the operation in flight"
-                        .into(),
-                })
-            }
-            r = f => Ok(r),
-        }
+                    reason: connect::DROPPED_IN_FLIGHT.into(),
+                }
+            })
     }
 
     /// Who holds `actor_id`, if anyone.

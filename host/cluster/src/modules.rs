@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use crate::buckets::{self, BucketError, KvSpec};
-use crate::connect::Connection;
+use crate::connect::{self, Connection, ConnectionState};
 use crate::metrics;
 use crate::names::{escape_token, unescape_token};
 
@@ -141,6 +141,8 @@ pub struct ModuleStore {
     kv: kv::Store,
     node: String,
     max_module_bytes: usize,
+    /// To fail an operation in flight when the connection drops ([`ModuleStore::online`]).
+    state: tokio::sync::watch::Receiver<ConnectionState>,
 }
 
 impl ModuleStore {
@@ -167,6 +169,7 @@ impl ModuleStore {
             kv,
             node: conn.node_id().to_string(),
             max_module_bytes: DEFAULT_MAX_MODULE_BYTES,
+            state: conn.state(),
         })
     }
 
@@ -176,6 +179,25 @@ impl ModuleStore {
         self
     }
 
+    /// Runs `op` (`f`), failing it at once if this host is not connected to NATS or as soon
+    /// as the connection drops ([`connect::unless_dropped`]): a deploy or a load report then
+    /// fails with a clear error instead of hanging on a request that cannot be answered.
+    async fn online<T>(
+        &self,
+        op: &'static str,
+        f: impl std::future::Future<Output = Result<T, ModuleError>>,
+    ) -> Result<T, ModuleError> {
+        connect::unless_dropped(&self.state, f)
+            .await
+            .unwrap_or_else(|| {
+                metrics::module_op(op, "error");
+                Err(ModuleError::Nats {
+                    op,
+                    reason: connect::DROPPED_IN_FLIGHT.into(),
+                })
+            })
+    }
+
     fn object_name(hash: &str) -> String {
         // Object names become subject tokens (base64): any string works; keep it readable.
         hash.replace(':', "-")
@@ -183,6 +205,10 @@ impl ModuleStore {
 
     /// Stores module bytes (once per content) and returns their hash.
     pub async fn put(&self, bytes: &[u8]) -> Result<String, ModuleError> {
+        self.online("put", self.put_now(bytes)).await
+    }
+
+    async fn put_now(&self, bytes: &[u8]) -> Result<String, ModuleError> {
         let hash = content_hash(bytes);
         let name = Self::object_name(&hash);
         match self.objects.info(&name).await {
@@ -208,6 +234,10 @@ impl ModuleStore {
 
     /// Fetches module bytes by hash, checking size and content against the hash.
     pub async fn get(&self, hash: &str) -> Result<Vec<u8>, ModuleError> {
+        self.online("get", self.get_now(hash)).await
+    }
+
+    async fn get_now(&self, hash: &str) -> Result<Vec<u8>, ModuleError> {
         let name = Self::object_name(hash);
         let mut object = match self.objects.get(&name).await {
             Ok(o) => o,
@@ -248,6 +278,16 @@ impl ModuleStore {
     /// bumping the type's cluster-wide version with a revision check, so of two concurrent
     /// deploys each gets its own version and the later one wins.
     pub async fn announce(
+        &self,
+        actor_type: &str,
+        hash: &str,
+        spec: serde_json::Value,
+    ) -> Result<CurrentModule, ModuleError> {
+        self.online("announce", self.announce_now(actor_type, hash, spec))
+            .await
+    }
+
+    async fn announce_now(
         &self,
         actor_type: &str,
         hash: &str,
@@ -308,6 +348,10 @@ impl ModuleStore {
 
     /// The current module of `actor_type`, if it was ever deployed to the cluster.
     pub async fn current(&self, actor_type: &str) -> Result<Option<CurrentModule>, ModuleError> {
+        self.online("current", self.current_now(actor_type)).await
+    }
+
+    async fn current_now(&self, actor_type: &str) -> Result<Option<CurrentModule>, ModuleError> {
         let key = format!("current.{}", escape_token(actor_type));
         match self
             .kv
@@ -322,6 +366,10 @@ impl ModuleStore {
 
     /// Every type's current module: what a joining host loads.
     pub async fn all_current(&self) -> Result<Vec<CurrentModule>, ModuleError> {
+        self.online("list", self.all_current_now()).await
+    }
+
+    async fn all_current_now(&self) -> Result<Vec<CurrentModule>, ModuleError> {
         let keys: Vec<String> = self
             .kv
             .keys()
@@ -370,6 +418,14 @@ impl ModuleStore {
         module: &CurrentModule,
         error: Option<String>,
     ) -> Result<(), ModuleError> {
+        self.online("report", self.report_now(module, error)).await
+    }
+
+    async fn report_now(
+        &self,
+        module: &CurrentModule,
+        error: Option<String>,
+    ) -> Result<(), ModuleError> {
         let key = format!(
             "report.{}.{}",
             escape_token(&module.actor_type),
@@ -399,6 +455,13 @@ impl ModuleStore {
 
     /// Every member's last load report for `actor_type`, by node id.
     pub async fn reports(
+        &self,
+        actor_type: &str,
+    ) -> Result<Vec<(String, LoadReport)>, ModuleError> {
+        self.online("reports", self.reports_now(actor_type)).await
+    }
+
+    async fn reports_now(
         &self,
         actor_type: &str,
     ) -> Result<Vec<(String, LoadReport)>, ModuleError> {

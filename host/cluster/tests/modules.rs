@@ -207,3 +207,49 @@ async fn members_follow_deploys_and_report_per_host() {
     );
     assert!(deployer.reports("Other").await.unwrap().is_empty());
 }
+
+/// A module operation in flight when this host's connection drops fails at once with a clear
+/// error (a deploy or a load report would otherwise hang on a request that can no longer be
+/// answered); one started while disconnected fails at once too.
+#[tokio::test]
+async fn an_operation_in_flight_when_the_connection_drops_fails_at_once() {
+    let server = nats().await;
+    let proxy = sluice_cluster::testing::Proxy::start(format!("127.0.0.1:{}", server.port())).await;
+    let store = ModuleStore::open(&host(&proxy.url(), "x9", "a", 1_000).await)
+        .await
+        .unwrap();
+    let hash = store.put(&module(9, 1024)).await.unwrap();
+    // The server stops answering but keeps its connections: the next get waits on it.
+    let pid = server.pid().expect("the server runs") as libc::pid_t;
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let started = std::time::Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(10), async {
+        let (got, ()) = tokio::join!(store.get(&hash), async {
+            // `join!` polls the get first: its request is sent by now.
+            proxy.cut();
+        });
+        got
+    })
+    .await;
+    let took = started.elapsed();
+    // Disconnected now: another operation does not even start.
+    let later = tokio::time::timeout(Duration::from_secs(10), store.current("Echo")).await;
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    for (what, r) in [
+        ("get", got.map(|r| r.map(drop))),
+        ("current", later.map(|r| r.map(drop))),
+    ] {
+        match r {
+            Ok(Err(ModuleError::Nats { reason, .. })) => {
+                assert!(reason.contains("NATS connection"), "{what}: {reason}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "the get waited {took:?} for an answer that could not come"
+    );
+}
