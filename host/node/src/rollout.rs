@@ -15,6 +15,9 @@ use sluice_cluster::modules::{CurrentModule, ModuleError, ModuleStore};
 use sluice_runtime::{ChildSpec, Host};
 use tokio::sync::watch;
 
+/// How long a member keeps trying to fetch a module NATS could not serve it.
+const FETCH_PATIENCE: Duration = Duration::from_secs(60);
+
 /// What one member made of a rolled-out version.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HostOutcome {
@@ -197,6 +200,26 @@ impl Modules {
         }
     }
 
+    /// The bytes of module `hash`. A fetch that NATS cut short (the connection dropped, or
+    /// was down) is tried again, backing off to 2 s, for up to [`FETCH_PATIENCE`]: a member
+    /// that lost its connection mid-rollout would otherwise keep the old version (and report
+    /// so) until the next deploy. Anything else (not found, corrupt, too large) is final.
+    pub(crate) async fn fetch(&self, hash: &str) -> Result<Vec<u8>, String> {
+        let give_up = Instant::now() + FETCH_PATIENCE;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.store.get(hash).await {
+                Ok(bytes) => return Ok(bytes),
+                Err(e @ ModuleError::Nats { .. }) if Instant::now() < give_up => {
+                    tracing::warn!(module = %hash, error = %e, "cluster: module fetch failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
     async fn load(
         &self,
         m: &CurrentModule,
@@ -210,7 +233,7 @@ impl Modules {
                 spec.actor_type, m.actor_type
             ));
         }
-        let bytes = self.store.get(&m.hash).await.map_err(|e| e.to_string())?;
+        let bytes = self.fetch(&m.hash).await?;
         let version = self
             .host
             .deploy(spec.clone(), bytes)
@@ -220,5 +243,57 @@ impl Modules {
             "cluster: loaded the current module");
         announce(self.deployed_here(&spec, m.hash.clone(), version));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_cluster::testing::{NatsServer, Proxy};
+    use sluice_cluster::{ClusterConfig, ConnectionState};
+    use sluice_runtime::HostConfig;
+
+    use super::*;
+
+    /// A member whose connection is down when a new version reaches it fetches the bytes once
+    /// it is back, instead of keeping the old version for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fetch_while_disconnected_is_retried_once_nats_is_back() {
+        let server = NatsServer::start().await.expect("the test nats-server");
+        let proxy = Proxy::start(format!("127.0.0.1:{}", server.port())).await;
+        let config = ClusterConfig::builder(proxy.url())
+            .name("fetch")
+            .node_id("m")
+            .heartbeat_ms(100)
+            .member_ttl_ms(1_000)
+            .build()
+            .unwrap();
+        let conn = sluice_cluster::connect(&config).await.unwrap();
+        let store = ModuleStore::open(&conn).await.unwrap();
+        let bytes = b"not really wasm, but bytes".to_vec();
+        let hash = store.put(&bytes).await.unwrap();
+        let host = Host::new(HostConfig::default()).unwrap();
+        let modules = Arc::new(Modules::new(store, host));
+
+        proxy.cut();
+        let mut state = conn.state();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            state.wait_for(|s| *s != ConnectionState::Connected),
+        )
+        .await
+        .expect("the client sees the cut")
+        .unwrap();
+        // Its first attempt fails at once (no connection); the proxy refuses until healed.
+        let fetch = tokio::spawn({
+            let modules = modules.clone();
+            let hash = hash.clone();
+            async move { modules.fetch(&hash).await }
+        });
+        proxy.heal();
+        let got = tokio::time::timeout(Duration::from_secs(20), fetch)
+            .await
+            .expect("the fetch ends once NATS is back")
+            .unwrap();
+        assert_eq!(got, Ok(bytes));
     }
 }
