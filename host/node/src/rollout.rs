@@ -15,8 +15,29 @@ use sluice_cluster::modules::{CurrentModule, ModuleError, ModuleStore};
 use sluice_runtime::{ChildSpec, Host};
 use tokio::sync::watch;
 
-/// How long a member keeps trying to fetch a module NATS could not serve it.
+/// How long a member keeps trying a module fetch or report NATS cut short.
 const FETCH_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs module-store operation `op` again while NATS cuts it short (the connection dropped,
+/// or was down), backing off to 2 s, for up to [`FETCH_PATIENCE`]. Anything else (not found,
+/// corrupt, too large) is final.
+async fn patiently<T, F: std::future::Future<Output = Result<T, ModuleError>>>(
+    what: &'static str,
+    op: impl Fn() -> F,
+) -> Result<T, ModuleError> {
+    let give_up = Instant::now() + FETCH_PATIENCE;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match op().await {
+            Err(e @ ModuleError::Nats { .. }) if Instant::now() < give_up => {
+                tracing::warn!(error = %e, "cluster: module {what} failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            done => return done,
+        }
+    }
+}
 
 /// What one member made of a rolled-out version.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -195,29 +216,19 @@ impl Modules {
             tracing::warn!(actor_type = %m.actor_type, version = m.version, error = %e,
                 "cluster: keeping the running version of a type whose new version did not load");
         }
-        if let Err(e) = self.store.report(&m, error).await {
+        // Written patiently too: a member whose report is lost is listed by `sluice deploy`
+        // as not having reported, although it serves the new version.
+        if let Err(e) = patiently("report", || self.store.report(&m, error.clone())).await {
             tracing::warn!(error = %e, "cluster: module load report not written");
         }
     }
 
-    /// The bytes of module `hash`. A fetch that NATS cut short (the connection dropped, or
-    /// was down) is tried again, backing off to 2 s, for up to [`FETCH_PATIENCE`]: a member
-    /// that lost its connection mid-rollout would otherwise keep the old version (and report
-    /// so) until the next deploy. Anything else (not found, corrupt, too large) is final.
+    /// The bytes of module `hash`, fetched [`patiently`]: a member that lost its connection
+    /// mid-rollout would otherwise keep the old version (and report so) until the next deploy.
     pub(crate) async fn fetch(&self, hash: &str) -> Result<Vec<u8>, String> {
-        let give_up = Instant::now() + FETCH_PATIENCE;
-        let mut backoff = Duration::from_millis(50);
-        loop {
-            match self.store.get(hash).await {
-                Ok(bytes) => return Ok(bytes),
-                Err(e @ ModuleError::Nats { .. }) if Instant::now() < give_up => {
-                    tracing::warn!(module = %hash, error = %e, "cluster: module fetch failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
+        patiently("fetch", || self.store.get(hash))
+            .await
+            .map_err(|e| e.to_string())
     }
 
     async fn load(
