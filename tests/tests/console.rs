@@ -222,6 +222,10 @@ async fn wait_first_turn(run: &SluiceRun, ty: &str) {
     .await;
 }
 
+/// One `Echo` actor type (the echo test guest).
+const ECHO_APP: &str =
+    "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n";
+
 const FLOW_APP: &str = r#"
 [[supervisor.children]]
 name = "echo"
@@ -522,10 +526,7 @@ async fn the_console_shows_a_full_mailbox_backpressure_and_the_dlq_live_and_repl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_loopback_the_console_needs_the_admin_token_like_the_admin_api() {
-    let app = rust_app(
-        &["echo"],
-        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
-    );
+    let app = rust_app(&["echo"], ECHO_APP);
     let bin = sluice_binary("sluice-console");
     let run = SluiceRun::start(
         &bin,
@@ -594,10 +595,7 @@ async fn off_loopback_the_console_needs_the_admin_token_like_the_admin_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_loopback_without_a_token_only_loopback_host_names_are_answered() {
-    let app = rust_app(
-        &["echo"],
-        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
-    );
+    let app = rust_app(&["echo"], ECHO_APP);
     let bin = sluice_binary("sluice-console");
     let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
     let c = reqwest::Client::new();
@@ -1039,10 +1037,7 @@ fn the_grafana_dashboard_charts_every_metric_family_and_no_other() {
 /// agrees, and the cancelled reminder never arrives while the others do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_lists_pending_reminders_and_cancels_one_from_the_page() {
-    let app = rust_app(
-        &["echo"],
-        "[[supervisor.children]]\nname = \"echo\"\nactor_type = \"Echo\"\nmodule = \"echo.wasm\"\n",
-    );
+    let app = rust_app(&["echo"], ECHO_APP);
     let bin = sluice_binary("sluice-console");
     let run = SluiceRun::start(&bin, app.path(), &[], &[]).await;
     let arm = |name: &str, delay_ms: u64| json!({"name": name, "delay_ms": delay_ms, "msg_type": "record", "payload": name});
