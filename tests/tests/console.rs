@@ -178,13 +178,18 @@ async fn ask(run: &SluiceRun, actor: &str, msg_type: &str, body: Value) -> Value
     v
 }
 
-async fn dead_letters(run: &SluiceRun) -> Vec<Value> {
-    let v: Value = reqwest::get(format!("{}/admin/dlq", run.admin))
+/// `GET` of an admin API path of `run`, as JSON.
+async fn admin_json(run: &SluiceRun, path: &str) -> Value {
+    reqwest::get(format!("{}{path}", run.admin))
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn dead_letters(run: &SluiceRun) -> Vec<Value> {
+    let v = admin_json(run, "/admin/dlq").await;
     v["dead_letters"].as_array().cloned().unwrap_or_default()
 }
 
@@ -203,12 +208,7 @@ async fn wait_dlq(run: &SluiceRun, what: &str, cond: impl Fn(&[Value]) -> bool) 
 async fn wait_first_turn(run: &SluiceRun, ty: &str) {
     let what = format!("the first {ty} turn to run with nothing queued behind it");
     wait_for(T, &what, || async {
-        let s: Value = reqwest::get(format!("{}/admin/status", run.admin))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s = admin_json(run, "/admin/status").await;
         let t = s["actor_types"]
             .as_array()
             .and_then(|a| a.iter().find(|t| t["actor_type"] == ty).cloned())
@@ -1062,12 +1062,7 @@ async fn the_console_lists_pending_reminders_and_cancels_one_from_the_page() {
             })
             .collect()
     };
-    let pending: Value = reqwest::get(format!("{}/admin/reminders", run.admin))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let pending = admin_json(&run, "/admin/reminders").await;
     let rows = listed(&pending);
     let names: Vec<&str> = rows.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["", "retry", "nightly"], "{pending}");
@@ -1095,12 +1090,7 @@ async fn the_console_lists_pending_reminders_and_cancels_one_from_the_page() {
     b.wait("rem:status", "^cancelled retry$");
     b.wait("rem:count", "^1$");
     b.screenshot("console-reminders.png");
-    let pending: Value = reqwest::get(format!("{}/admin/reminders", run.admin))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let pending = admin_json(&run, "/admin/reminders").await;
     assert_eq!(listed(&pending), [(nightly, "nightly".to_string())]);
     assert!(b.page_errors().is_empty(), "{:?}", b.page_errors());
 }

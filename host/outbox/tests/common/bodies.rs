@@ -267,9 +267,15 @@ pub async fn max_attempts_dead_letters_and_unblocks_the_receiver(store: Store) {
     );
 }
 
-pub async fn capacity_refusals_never_dead_letter(store: Store) {
-    // Flow control must never turn a capacity limit into a dead letter: a receiver refusing
-    // for capacity far more often than max_attempts gets the message once it has room.
+/// An outbox of one partition whose messages are dead-lettered after 2 counted attempts, a
+/// receiver that answers `receiver`'s first `n` attempts with `answer`, and the id of one
+/// message stored for it.
+async fn refused_n_times(
+    store: &Store,
+    receiver: &str,
+    answer: Answer,
+    n: usize,
+) -> (sluice_outbox::Outbox, TestReceiver, i64) {
     let config = fast_config()
         .partitions(1)
         .retry_policy(RetryPolicy {
@@ -281,11 +287,18 @@ pub async fn capacity_refusals_never_dead_letter(store: Store) {
         .unwrap();
     let outbox = store.open(config).await;
     let rx = TestReceiver::new();
-    rx.script("Full/1", std::iter::repeat_n(Answer::Capacity(1), 12));
-    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("Full/1", "m")).await.unwrap()
+    rx.script(receiver, std::iter::repeat_n(answer, n));
+    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg(receiver, "m")).await.unwrap()
     else {
         panic!("not inserted")
     };
+    (outbox, rx, id)
+}
+
+pub async fn capacity_refusals_never_dead_letter(store: Store) {
+    // Flow control must never turn a capacity limit into a dead letter: a receiver refusing
+    // for capacity far more often than max_attempts gets the message once it has room.
+    let (outbox, rx, id) = refused_n_times(&store, "Full/1", Answer::Capacity(1), 12).await;
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     rx.wait_for("delivered after 12 refusals", T, |r| {
         r.delivered_count() == 1
@@ -308,22 +321,8 @@ pub async fn capacity_refusals_never_dead_letter(store: Store) {
 /// not count toward max_attempts, back off at least the unroutable pause, and leave the
 /// limit alone; once the host is back the message is delivered.
 pub async fn a_cut_off_hosts_failed_attempts_never_dead_letter(store: Store) {
-    let config = fast_config()
-        .partitions(1)
-        .retry_policy(RetryPolicy {
-            max_attempts: 2,
-            base_ms: 1,
-            cap_ms: 2,
-        })
-        .build()
-        .unwrap();
-    let outbox = store.open(config).await;
-    let rx = TestReceiver::new();
     let cut = "UNAVAILABLE: this host is not connected to NATS now";
-    rx.script("Far/1", std::iter::repeat_n(Answer::Unroutable(cut), 8));
-    let EnqueueOutcome::Inserted { id, .. } = outbox.store(msg("Far/1", "m")).await.unwrap() else {
-        panic!("not inserted")
-    };
+    let (outbox, rx, id) = refused_n_times(&store, "Far/1", Answer::Unroutable(cut), 8).await;
     let limit_before = outbox.limits();
     let relay = outbox.start_relay(Arc::new(rx.clone()));
     rx.wait_for("delivered after 8 unroutable attempts", T, |r| {
