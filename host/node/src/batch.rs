@@ -10,6 +10,8 @@
 //! pipeline; only different senders' tells interleave.
 
 use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sluice_cluster::transport::{self as t, Client, Outcome};
@@ -21,12 +23,14 @@ pub const MAX_BATCH: usize = 64;
 const QUEUE: usize = 4096;
 
 type Queued = (t::Outgoing, oneshot::Sender<Outcome>);
+/// A destination's name (shared with the errors of the tells sent there) and its queue.
+type Queue = (Arc<str>, mpsc::Sender<Queued>);
 
 /// The per-destination queues of one host.
 pub(crate) struct Batcher {
     client: Client,
     frames_in_flight: usize,
-    queues: Mutex<HashMap<String, mpsc::Sender<Queued>>>,
+    queues: Mutex<HashMap<String, Queue>>,
 }
 
 impl Batcher {
@@ -39,27 +43,45 @@ impl Batcher {
     }
 
     /// Sends `call` (a tell) to `node` in the next frame; its own outcome.
-    pub async fn tell(&self, node: &str, call: t::Outgoing) -> Outcome {
+    ///
+    /// The tell is queued before this returns (so tells keep the order of the calls), and
+    /// the future holds only the wait for its receipt: it sits inside every remote tell's
+    /// future, which should stay small.
+    pub fn tell(&self, node: &str, call: t::Outgoing) -> impl Future<Output = Outcome> + use<> {
         let (tx, rx) = oneshot::channel();
-        let queue = self.queue(node);
-        if queue.send((call, tx)).await.is_err() {
-            return Outcome::Failed(t::ErrorRecord::unavailable(&format!(
-                "the sender to host {node} stopped"
-            )));
+        let (node, queue) = self.queue(node);
+        // Waiting for room is rare: boxed, so that it does not grow the common case.
+        let room: Option<Pin<Box<dyn Future<Output = bool> + Send>>> =
+            match queue.try_send((call, tx)) {
+                Ok(()) => None,
+                Err(mpsc::error::TrySendError::Full(item)) => {
+                    Some(Box::pin(async move { queue.send(item).await.is_ok() }))
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => Some(Box::pin(async { false })),
+            };
+        async move {
+            if let Some(room) = room
+                && !room.await
+            {
+                return Outcome::Failed(t::ErrorRecord::unavailable(&format!(
+                    "the sender to host {node} stopped"
+                )));
+            }
+            rx.await.unwrap_or_else(|_| {
+                Outcome::Failed(t::ErrorRecord::unavailable(&format!(
+                    "the sender to host {node} stopped before a receipt came"
+                )))
+            })
         }
-        rx.await.unwrap_or_else(|_| {
-            Outcome::Failed(t::ErrorRecord::unavailable(&format!(
-                "the sender to host {node} stopped before a receipt came"
-            )))
-        })
     }
 
-    fn queue(&self, node: &str) -> mpsc::Sender<Queued> {
+    /// The queue to `node`.
+    fn queue(&self, node: &str) -> Queue {
         let mut queues = self.queues.lock();
-        if let Some(q) = queues.get(node)
+        if let Some((name, q)) = queues.get(node)
             && !q.is_closed()
         {
-            return q.clone();
+            return (name.clone(), q.clone());
         }
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(send_frames(
@@ -68,8 +90,9 @@ impl Batcher {
             self.frames_in_flight,
             rx,
         ));
-        queues.insert(node.to_string(), tx.clone());
-        tx
+        let name: Arc<str> = node.into();
+        queues.insert(node.to_string(), (name.clone(), tx.clone()));
+        (name, tx)
     }
 }
 

@@ -62,7 +62,11 @@ impl Route for ClusterRoute {
         here: &mut (dyn FnMut() -> Result<TellReceipt, ActorError> + Send),
     ) -> Option<Result<TellReceipt, ActorError>> {
         let s = &self.0;
-        match s.locate(to, false).await {
+        let target = match s.known(to) {
+            Some(known) => Ok(known),
+            None => Box::pin(s.locate(to, false)).await,
+        };
+        match target {
             Err(e) => Some(Err(e)),
             Ok(Target::There(_)) => None,
             Ok(Target::Here) => {
@@ -94,11 +98,11 @@ impl ClusterRoute {
             // Finding the owner can take directory round trips; the call's deadline bounds
             // them too. Dropping `locate` part-way is safe: a claim it won but did not record
             // is this incarnation's, and counts as claimed the next time it is claimed.
-            let target = match msg.opts.deadline {
-                Some(d) => tokio::time::timeout_at(d.into(), s.locate(to, false))
-                    .await
-                    .map_err(|_| ActorError::deadline_exceeded(true))??,
-                None => s.locate(to, false).await?,
+            let target = match s.known(to) {
+                Some(known) => known,
+                // Boxed: the directory's futures are kilobytes, and the common case (an owner
+                // already known) should not carry them in every call's future.
+                None => Box::pin(s.locate_by(to, msg.opts.deadline)).await?,
             };
             match target {
                 Target::Here => {
@@ -140,7 +144,7 @@ impl ClusterRoute {
                     };
                     let outcome = match kind {
                         CallKind::Tell => Some(s.batcher.tell(&node, call).await),
-                        CallKind::Ask => s.client.send(&node, vec![call]).await.pop(),
+                        CallKind::Ask => Box::pin(s.client.send(&node, vec![call])).await.pop(),
                     };
                     match outcome {
                         Some(Outcome::Receipt(r)) => {
@@ -174,6 +178,34 @@ impl ClusterRoute {
 }
 
 impl Shared {
+    /// Where `to` runs, when this host knows without a wait: it holds the claim, or a live
+    /// member was last seen owning it. `None` sends the caller to [`Shared::locate`].
+    pub(crate) fn known(&self, to: &ActorId) -> Option<Target> {
+        match self.claims.state(to) {
+            State::Held => Some(Target::Here),
+            State::Releasing(_) => None,
+            State::Absent => self
+                .owner_hint(to)
+                .filter(|node| self.view.borrow().get(node).is_some())
+                .map(Target::There),
+        }
+    }
+
+    /// [`Shared::locate`] for a call of this host's, bounded by the call's deadline when it
+    /// has one: `DEADLINE_EXCEEDED`, skipped, when the owner is not found in time.
+    async fn locate_by(
+        &self,
+        to: &ActorId,
+        deadline: Option<Instant>,
+    ) -> Result<Target, ActorError> {
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), self.locate(to, false))
+                .await
+                .map_err(|_| ActorError::deadline_exceeded(true))?,
+            None => self.locate(to, false).await,
+        }
+    }
+
     /// Where `to` runs now, claiming it for this host when placement picks this host — or,
     /// when `placed_here` (another host's placement sent the call), whenever no live member
     /// holds it.
@@ -279,5 +311,31 @@ impl Shared {
                 ))),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_size<'a, F, Fut>(_: F) -> usize
+    where
+        F: Fn(&'a ClusterRoute, &'a ActorId, Outgoing, CallKind) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every remote tell boxes this future (the route is a trait object). Over ~1 KiB, glibc
+    /// serves the box from its large bins and consolidates its fast bins on the way, which
+    /// cost remote tells ~10% in `remote_ask`; the directory's kilobyte-sized futures belong
+    /// behind boxes of their own on the slow path.
+    #[test]
+    fn a_delivery_future_stays_small() {
+        let size = future_size(ClusterRoute::deliver);
+        assert!(
+            size <= 640,
+            "ClusterRoute::deliver's future is {size} bytes"
+        );
     }
 }

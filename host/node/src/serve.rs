@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sluice_cluster::transport::{
-    self as t, ErrorRecord, Handler, Inbound, Outcome, PrepareFuture, ReplyFuture,
+    self as t, ErrorRecord, Handler, Inbound, Outcome, Prepared, ReplyFuture,
 };
 use sluice_runtime::{ActorId, CallOptions, TellReceipt};
 
@@ -46,16 +46,16 @@ impl Serve {
 }
 
 impl Handler for Serve {
-    fn prepare<'a>(&'a self, call: &'a Inbound) -> PrepareFuture<'a> {
+    fn prepare<'a>(&'a self, call: &'a Inbound) -> Prepared<'a> {
         let id = match self.target(call) {
             Ok(id) => id,
-            Err(e) => return Box::pin(std::future::ready(Some(Outcome::Failed(e)))),
+            Err(e) => return Prepared::Answer(Outcome::Failed(e)),
         };
         // The common case, answered without a wait: this host holds it.
         if matches!(self.0.claims.state(&id), State::Held) {
-            return Box::pin(std::future::ready(None));
+            return Prepared::Go;
         }
-        Box::pin(async move {
+        Prepared::Wait(Box::pin(async move {
             if !self.0.has_type(id.actor_type()) {
                 // Let the offer give the same NOT_FOUND a local call gives.
                 return None;
@@ -65,7 +65,7 @@ impl Handler for Serve {
                 Ok(crate::route::Target::There(node)) => Some(Outcome::Moved(node)),
                 Err(e) => Some(Outcome::Failed(to_record(&e))),
             }
-        })
+        }))
     }
 
     fn tell(&self, call: Inbound) -> Result<t::TellReceipt, ErrorRecord> {

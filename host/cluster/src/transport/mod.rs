@@ -19,7 +19,8 @@ pub use frame::{
 };
 pub(crate) use frame::{KIND_EVENT, read_header, write_header};
 pub use server::{
-    DEFAULT_MAX_INFLIGHT_ASKS, Handler, Inbound, PrepareFuture, ReplyFuture, Server, ServerConfig,
+    DEFAULT_MAX_INFLIGHT_ASKS, Handler, Inbound, PrepareFuture, Prepared, ReplyFuture, Server,
+    ServerConfig,
 };
 
 /// Why serving could not start.

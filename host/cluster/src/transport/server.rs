@@ -79,16 +79,25 @@ pub trait Handler: Send + Sync + 'static {
     /// Queue an ask; return the wait for its reply.
     fn ask(&self, call: Inbound) -> Result<ReplyFuture, ErrorRecord>;
     /// Runs before `tell`/`ask` for each call, on the receive loop (so later calls wait for
-    /// it and arrival order holds): where the adapter claims an actor placed here. `Some`
-    /// answers the call with that outcome instead (`Moved` when the actor runs elsewhere).
-    /// The default lets every call through at once.
-    fn prepare<'a>(&'a self, call: &'a Inbound) -> PrepareFuture<'a> {
+    /// it and arrival order holds): where the adapter claims an actor placed here. The
+    /// default lets every call through at once.
+    fn prepare<'a>(&'a self, call: &'a Inbound) -> Prepared<'a> {
         let _ = call;
-        Box::pin(std::future::ready(None))
+        Prepared::Go
     }
 }
 
-/// What [`Handler::prepare`] returns.
+/// What [`Handler::prepare`] decides for a call.
+pub enum Prepared<'a> {
+    /// Hand it to `tell`/`ask` now.
+    Go,
+    /// Answer it with this outcome instead (`Moved` when the actor runs elsewhere).
+    Answer(Outcome),
+    /// Decide after this wait: `None` goes ahead, `Some` answers. Later calls wait for it.
+    Wait(PrepareFuture<'a>),
+}
+
+/// The wait of [`Prepared::Wait`].
 pub type PrepareFuture<'a> = Pin<Box<dyn Future<Output = Option<Outcome>> + Send + 'a>>;
 
 /// Serving options.
@@ -210,7 +219,12 @@ impl<H: Handler> State<H> {
             metrics::remote_received(call.kind.label(), 1);
             let kind = call.kind;
             let inbound = Inbound::new(origin.clone(), call, arrived);
-            if let Some(outcome) = self.handler.prepare(&inbound).await {
+            let answer = match self.handler.prepare(&inbound) {
+                Prepared::Go => None,
+                Prepared::Answer(outcome) => Some(outcome),
+                Prepared::Wait(wait) => wait.await,
+            };
+            if let Some(outcome) = answer {
                 outcomes.push(outcome);
                 continue;
             }
