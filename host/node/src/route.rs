@@ -64,7 +64,7 @@ impl Route for ClusterRoute {
         let s = &self.0;
         let target = match s.known(to) {
             Some(known) => Ok(known),
-            None => Box::pin(s.locate(to, false)).await,
+            None => Box::pin(s.locate_by(to, None)).await,
         };
         match target {
             Err(e) => Some(Err(e)),
@@ -179,7 +179,8 @@ impl ClusterRoute {
 
 impl Shared {
     /// Where `to` runs, when this host knows without a wait: it holds the claim, or a live
-    /// member was last seen owning it. `None` sends the caller to [`Shared::locate`].
+    /// member was last seen owning it. `None` sends the caller to [`Shared::locate`], which
+    /// starts with this check.
     pub(crate) fn known(&self, to: &ActorId) -> Option<Target> {
         match self.claims.state(to) {
             State::Held => Some(Target::Here),
@@ -215,20 +216,14 @@ impl Shared {
         placed_here: bool,
     ) -> Result<Target, ActorError> {
         for _ in 0..MAX_HOPS {
-            match self.claims.state(to) {
-                State::Held => return Ok(Target::Here),
-                State::Releasing(mut rx) => {
-                    let _ = tokio::time::timeout(RELEASE_WAIT, rx.wait_for(|done| *done)).await;
-                    continue;
-                }
-                State::Absent => {}
+            if let Some(known) = self.known(to) {
+                return Ok(known);
+            }
+            if let State::Releasing(mut rx) = self.claims.state(to) {
+                let _ = tokio::time::timeout(RELEASE_WAIT, rx.wait_for(|done| *done)).await;
+                continue;
             }
             let view = self.view.borrow().clone();
-            if let Some(node) = self.owner_hint(to)
-                && view.get(&node).is_some()
-            {
-                return Ok(Target::There(node));
-            }
             let held = self.directory.lookup(to.as_str()).await.map_err(|e| {
                 self.cut_off(ActorError::unavailable(format!(
                     "cluster directory unreachable: {e}"
