@@ -34,8 +34,16 @@ async fn drive(host: Host, me: &'static str, peer: &'static str, n: u64) -> u64 
     let mut asks = 0;
     for i in 0..n {
         // 16 B .. 4 KiB payloads: lowering them allocates in the guest, which is what triggers GCs.
+        // Each call's payload is its own number repeated, so a reply built from memory the guest
+        // freed and reused (the host's lowered arguments collected too early) cannot pass.
         let size = 16 + (i as usize * 97) % 4080;
-        let payload = "x".repeat(size);
+        let payload: String = i
+            .to_string()
+            .chars()
+            .chain(['.'])
+            .cycle()
+            .take(size)
+            .collect();
         if i % 4 != 3 {
             host.tell(me, "echo", payload.clone())
                 .await
@@ -52,13 +60,16 @@ async fn drive(host: Host, me: &'static str, peer: &'static str, n: u64) -> u64 
                 .unwrap_or_else(|e| panic!("guest ask #{i} via {me}: {e}"));
             let r: serde_json::Value = serde_json::from_slice(&r).unwrap();
             assert_eq!(r["ok"], true, "{r}");
-            assert_eq!(r["reply"].as_str().map(str::len), Some(size), "#{i}");
+            assert_eq!(r["reply"].as_str(), Some(payload.as_str()), "#{i}");
         } else {
             let r = host
                 .ask(me, "echo", payload.clone(), T)
                 .await
                 .unwrap_or_else(|e| panic!("ask #{i} to {me}: {e}"));
-            assert_eq!(r.len(), size, "#{i}");
+            assert!(
+                r == payload.as_bytes(),
+                "#{i}: the reply is not the payload"
+            );
         }
     }
     asks

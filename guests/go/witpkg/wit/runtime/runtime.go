@@ -51,6 +51,14 @@ func MakeHandle(value int32) *Handle {
 
 func Allocate(pinner *runtime.Pinner, size, align uintptr) unsafe.Pointer {
 	pointer := allocateRaw(size, align)
+	if pinner == &pinner_ {
+		// Sluice patch: what `cabi_realloc` allocates for the host is kept reachable from
+		// `held` until `Unpin`, not pinned; see `held`.
+		if pointer != nil {
+			held = append(held, pointer)
+		}
+		return pointer
+	}
 	pinner.Pin(pointer)
 	return pointer
 }
@@ -112,10 +120,20 @@ func offset(ptr, align uintptr) uintptr {
 	return newptr - ptr
 }
 
-var pinner = runtime.Pinner{}
+// pinner_ marks the allocations `cabi_realloc` makes; `Allocate` holds them in `held`.
+var pinner_ = runtime.Pinner{}
+
+// Sluice patch: `held` keeps what the host lowered into this instance (an export's arguments,
+// an import's results) reachable until the next `Unpin`. Upstream pins each allocation with a
+// `runtime.Pinner` instead. Go's heap does not move objects, so reachability is all the host's
+// pointers need, and pinning cost a span lock and a special record per allocation: 3-4 per
+// message, and a quarter of a Go actor's turn (`perf` of the polyglot bench's echo, 2026-12-07).
+// The slice keeps its capacity from turn to turn.
+var held []unsafe.Pointer
 
 func Unpin() {
-	pinner.Unpin()
+	clear(held)
+	held = held[:0]
 }
 
 //nolint:unused
@@ -142,7 +160,7 @@ func cabiRealloc(oldPointer unsafe.Pointer, oldSize, align, newSize uintptr) uns
 		// for more details.
 		adapterMonotonicClockSetPaused(true)
 		procPin()
-		pointer := Allocate(&pinner, newSize, align)
+		pointer := Allocate(&pinner_, newSize, align)
 		procUnpin()
 		adapterMonotonicClockSetPaused(false)
 		return pointer
