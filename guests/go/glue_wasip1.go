@@ -7,7 +7,9 @@ package sluice
 // both directions, losslessly.
 
 import (
+	"runtime"
 	"time"
+	"unsafe"
 
 	witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
@@ -128,19 +130,72 @@ func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
 // goes back with the next call, which answers its caller before the next turn starts. A panic
 // traps the batch at that turn, as it traps a turn alone; the host requeues the rest.
 func witRun() {
-	done := witTypes.None[witTypes.Result[[]uint8, wt.ActorError]]()
+	env, ok := nextTurn(nil)
 	for {
-		env := sluice_actor_turns.Next(done)
 		// What the host lowered into this instance through cabi_realloc (this envelope, the
-		// replies of the last turn's asks) is pinned until someone unpins it; a handle export
+		// replies of the last turn's asks) is held until someone unpins it; a handle export
 		// does so on entry, and a batch is one export call for many turns, so each turn
 		// does it here. The Go values still reference that memory: the GC keeps it alive.
 		witRuntime.Unpin()
-		if env.IsNone() {
+		if !ok {
 			return
 		}
-		done = witTypes.Some(witHandle(env.Some()))
+		r := witHandle(env)
+		if r.IsErr() {
+			// Rare: the generated binding lowers the error record.
+			next := sluice_actor_turns.Next(witTypes.Some(r))
+			env, ok = next.Some(), next.IsSome()
+			continue
+		}
+		out := r.Ok()
+		env, ok = nextTurn(&out)
 	}
+}
+
+// turns.next without the generated binding's per-call cost. The binding allocates a return
+// area and a runtime.Pinner for every call and pins the reply: that made a batched turn dearer
+// than a turn of its own, whose export uses a static return area. nextTurn lowers `none` (the
+// first call, reply == nil) or `some(ok(reply))` exactly as the binding does, into this one
+// static area, and lifts the envelope the same way (the strings and payload are views of the
+// memory the host lowered through cabi_realloc, held until the next Unpin).
+
+//go:linkname wasmImportNext sluice.dev/guest/internal/wit/imports/sluice_actor_turns.wasm_import_next
+func wasmImportNext(arg0 int32, arg1 int32, arg2 uintptr, arg3 uintptr, arg4 uint32, arg5 int32, arg6 int64, arg7 int32, arg8 int32, arg9 int32, arg10 int64, arg11 int64, arg12 uintptr)
+
+// nextArea is `option<envelope>` as the canonical ABI lays it out: 64 bytes, 8-aligned.
+var nextArea [8]uint64
+
+func nextTurn(reply *[]byte) (wt.Envelope, bool) {
+	area := unsafe.Pointer(&nextArea)
+	if reply == nil {
+		wasmImportNext(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, uintptr(area))
+	} else {
+		data := *reply
+		wasmImportNext(1, 0, uintptr(unsafe.Pointer(unsafe.SliceData(data))), uintptr(uint32(len(data))), 0, 0, 0, 0, 0, 0, 0, 0, uintptr(area))
+		// The host read the reply during the call: it must not be collected before.
+		runtime.KeepAlive(data)
+	}
+	if *(*uint8)(area) == 0 {
+		return wt.Envelope{}, false
+	}
+	u32 := func(off uintptr) uint32 { return *(*uint32)(unsafe.Add(area, off)) }
+	// A linear-memory address as a pointer (the address space starts at 0).
+	at := func(off uintptr) *uint8 { return (*uint8)(unsafe.Add(nil, u32(off))) }
+	str := func(off uintptr) string { return unsafe.String(at(off), u32(off+4)) }
+	env := wt.Envelope{
+		Sender:     witTypes.None[string](),
+		MsgType:    str(20),
+		Payload:    unsafe.Slice(at(28), u32(32)),
+		Principal:  str(36),
+		DeadlineMs: witTypes.None[uint64](),
+	}
+	if *(*uint8)(unsafe.Add(area, 8)) != 0 {
+		env.Sender = witTypes.Some(str(12))
+	}
+	if *(*uint8)(unsafe.Add(area, 48)) != 0 {
+		env.DeadlineMs = witTypes.Some(*(*uint64)(unsafe.Add(area, 56)))
+	}
+	return env, true
 }
 
 type witBackend struct{}

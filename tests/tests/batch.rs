@@ -22,6 +22,7 @@ sluice_tests::per_language!(
     a_trap_in_the_middle_of_a_batch_of_32_costs_only_its_own_turn,
     an_expired_message_inside_a_batch_is_skipped_when_its_turn_would_start,
     a_runaway_message_in_a_batch_is_interrupted_at_its_own_max_turn_ms,
+    guest_errors_inside_a_batch_are_their_own_turns_replies,
 );
 
 /// A host running `lang`'s `batch` guest as actor type `<name><lang>` (each test and language
@@ -420,4 +421,46 @@ async fn turns_next_called_from_handle_traps_that_turn() {
     );
     assert_eq!(text(host.ask(id, "echo", "x", T).await.unwrap()), "1:x");
     assert_eq!(turns(ty, "trapped"), 1.0);
+}
+
+/// A typed error returned by a turn inside a batch (an unknown op: `INVALID_ARGUMENT`) is that
+/// turn's reply only: the batch goes on, the turns around it keep their own replies, and each
+/// error counts as one turn with the `error` outcome. (The Go SDK lowers a batch's replies
+/// itself and leaves errors to the generated binding: both paths alternate here.)
+async fn guest_errors_inside_a_batch_are_their_own_turns_replies(lang: Lang) {
+    let (host, ty, id) = batch_host(lang, "BatchErr", test_config()).await;
+    hold(&host, ty, id, 1000).await;
+    let mut pending = Vec::new();
+    for i in 0..12usize {
+        let op = if i % 3 == 1 { "nope" } else { "seq" };
+        let h = host.clone();
+        pending.push((
+            i,
+            tokio::spawn(async move { h.ask(id, op, i.to_string(), T).await }),
+        ));
+        // Queued one at a time, so the mailbox order is 0..12.
+        queued(&host, ty, i + 1).await;
+    }
+    let mut n = 0;
+    for (i, p) in pending {
+        let r = p.await.unwrap();
+        if i % 3 == 1 {
+            let e = r.unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidArgument, "#{i}: {e}");
+            assert!(e.to_string().contains("unknown op nope"), "#{i}: {e}");
+        } else {
+            n += 1;
+            assert_eq!(text(r.unwrap()), format!("{n}:{i}"), "#{i}");
+        }
+    }
+    let seen = text(host.ask(id, "seen", "", T).await.unwrap());
+    assert_eq!(seen, "0,2,3,5,6,8,9,11");
+    assert!(batches(ty).1 >= 12.0, "the 12 queued turns ran batched");
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "error")]
+        ),
+        4.0
+    );
 }
