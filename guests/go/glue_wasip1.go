@@ -101,9 +101,6 @@ func witInit(config string) witTypes.Result[witTypes.Unit, wt.ActorError] {
 }
 
 func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
-	// The turn starts now: env.DeadlineMs is what was left of the deadline when the host
-	// started it, so the turn's context ends DeadlineMs after this instant.
-	start := time.Now()
 	e := &Envelope{
 		MsgType:   env.MsgType,
 		Payload:   env.Payload,
@@ -115,49 +112,71 @@ func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
 	if env.DeadlineMs.IsSome() {
 		e.DeadlineMs, e.HasDeadline = env.DeadlineMs.Some(), true
 	}
-	out, err := CallHandle(TurnContext(e, start), e)
+	out, err := runTurn(e)
 	if err != nil {
 		return witTypes.Err[[]uint8](toWit(err))
-	}
-	if out == nil {
-		out = []byte{}
 	}
 	return witTypes.Ok[[]uint8, wt.ActorError](out)
 }
 
+// runTurn runs one turn of the registered actor; the reply is never nil.
+func runTurn(e *Envelope) ([]byte, *Error) {
+	// The turn starts now: e.DeadlineMs is what was left of the deadline when the host
+	// started it, so the turn's context ends DeadlineMs after this instant.
+	start := time.Now()
+	out, err := CallHandle(TurnContext(e, start), e)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
 // witRun is the WIT `batch` export (batched turns): the host hands over the messages queued
-// behind a turn one at a time, and each runs through witHandle as if it came alone; its result
+// behind a turn one at a time, and each runs through runTurn as if it came alone; its result
 // goes back with the next call, which answers its caller before the next turn starts. A panic
 // traps the batch at that turn, as it traps a turn alone; the host requeues the rest.
 func witRun() {
-	env, ok := nextTurn(nil)
+	env := nextTurn(nil)
 	for {
 		// What the host lowered into this instance through cabi_realloc (this envelope, the
 		// replies of the last turn's asks) is held until someone unpins it; a handle export
 		// does so on entry, and a batch is one export call for many turns, so each turn
 		// does it here. The Go values still reference that memory: the GC keeps it alive.
 		witRuntime.Unpin()
-		if !ok {
+		if env == nil {
 			return
 		}
-		r := witHandle(env)
-		if r.IsErr() {
-			// Rare: the generated binding lowers the error record.
-			next := sluice_actor_turns.Next(witTypes.Some(r))
-			env, ok = next.Some(), next.IsSome()
+		out, err := runTurn(env)
+		if err == nil {
+			env = nextTurn(&out)
 			continue
 		}
-		out := r.Ok()
-		env, ok = nextTurn(&out)
+		// Rare: the generated binding lowers the error record.
+		next := sluice_actor_turns.Next(witTypes.Some(witTypes.Err[[]uint8](toWit(err))))
+		env = nil
+		if next.IsSome() {
+			w := next.Some()
+			env = &Envelope{MsgType: w.MsgType, Payload: w.Payload, Principal: w.Principal}
+			if w.Sender.IsSome() {
+				env.Sender, env.HasSender = w.Sender.Some(), true
+			}
+			if w.DeadlineMs.IsSome() {
+				env.DeadlineMs, env.HasDeadline = w.DeadlineMs.Some(), true
+			}
+		}
 	}
 }
 
 // turns.next without the generated binding's per-call cost. The binding allocates a return
-// area and a runtime.Pinner for every call and pins the reply: that made a batched turn dearer
-// than a turn of its own, whose export uses a static return area. nextTurn lowers `none` (the
-// first call, reply == nil) or `some(ok(reply))` exactly as the binding does, into this one
-// static area, and lifts the envelope the same way (the strings and payload are views of the
-// memory the host lowered through cabi_realloc, held until the next Unpin).
+// area and a runtime.Pinner for every call, pins the reply and boxes the envelope's options:
+// that made a batched turn dearer than a turn of its own, whose export uses a static return
+// area. nextTurn lowers `none` (the first call, reply == nil) or `some(ok(reply))` exactly as
+// the binding does, into this one static area, and lifts the envelope the same way (the
+// strings and payload are views of the memory the host lowered through cabi_realloc, held
+// until the next Unpin); nil is `none`, the end of the batch.
 
 //go:linkname wasmImportNext sluice.dev/guest/internal/wit/imports/sluice_actor_turns.wasm_import_next
 func wasmImportNext(arg0 int32, arg1 int32, arg2 uintptr, arg3 uintptr, arg4 uint32, arg5 int32, arg6 int64, arg7 int32, arg8 int32, arg9 int32, arg10 int64, arg11 int64, arg12 uintptr)
@@ -165,7 +184,7 @@ func wasmImportNext(arg0 int32, arg1 int32, arg2 uintptr, arg3 uintptr, arg4 uin
 // nextArea is `option<envelope>` as the canonical ABI lays it out: 64 bytes, 8-aligned.
 var nextArea [8]uint64
 
-func nextTurn(reply *[]byte) (wt.Envelope, bool) {
+func nextTurn(reply *[]byte) *Envelope {
 	area := unsafe.Pointer(&nextArea)
 	if reply == nil {
 		wasmImportNext(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, uintptr(area))
@@ -176,26 +195,24 @@ func nextTurn(reply *[]byte) (wt.Envelope, bool) {
 		runtime.KeepAlive(data)
 	}
 	if *(*uint8)(area) == 0 {
-		return wt.Envelope{}, false
+		return nil
 	}
 	u32 := func(off uintptr) uint32 { return *(*uint32)(unsafe.Add(area, off)) }
 	// A linear-memory address as a pointer (the address space starts at 0).
 	at := func(off uintptr) *uint8 { return (*uint8)(unsafe.Add(nil, u32(off))) }
 	str := func(off uintptr) string { return unsafe.String(at(off), u32(off+4)) }
-	env := wt.Envelope{
-		Sender:     witTypes.None[string](),
-		MsgType:    str(20),
-		Payload:    unsafe.Slice(at(28), u32(32)),
-		Principal:  str(36),
-		DeadlineMs: witTypes.None[uint64](),
+	env := &Envelope{
+		MsgType:   str(20),
+		Payload:   unsafe.Slice(at(28), u32(32)),
+		Principal: str(36),
 	}
 	if *(*uint8)(unsafe.Add(area, 8)) != 0 {
-		env.Sender = witTypes.Some(str(12))
+		env.Sender, env.HasSender = str(12), true
 	}
 	if *(*uint8)(unsafe.Add(area, 48)) != 0 {
-		env.DeadlineMs = witTypes.Some(*(*uint64)(unsafe.Add(area, 56)))
+		env.DeadlineMs, env.HasDeadline = *(*uint64)(unsafe.Add(area, 56)), true
 	}
-	return env, true
+	return env
 }
 
 type witBackend struct{}

@@ -425,14 +425,21 @@ async fn turns_next_called_from_handle_traps_that_turn() {
 
 /// A typed error returned by a turn inside a batch (an unknown op: `INVALID_ARGUMENT`) is that
 /// turn's reply only: the batch goes on, the turns around it keep their own replies, and each
-/// error counts as one turn with the `error` outcome. (The Go SDK lowers a batch's replies
-/// itself and leaves errors to the generated binding: both paths alternate here.)
+/// error counts as one turn with the `error` outcome. With `max_batch_turns = 6` the 12 queued
+/// messages run as two batches, 0..6 and 6..12, so errors sit first, inside and last in a
+/// batch. (The Go SDK lowers a batch's replies itself and leaves errors to the generated
+/// binding: both paths alternate here.)
 async fn guest_errors_inside_a_batch_are_their_own_turns_replies(lang: Lang) {
-    let (host, ty, id) = batch_host(lang, "BatchErr", test_config()).await;
+    let cfg = HostConfig {
+        max_batch_turns: 6,
+        ..test_config()
+    };
+    let (host, ty, id) = batch_host(lang, "BatchErr", cfg).await;
+    let fails = |i: usize| matches!(i, 1 | 3 | 5 | 6 | 11);
     hold(&host, ty, id, 1000).await;
     let mut pending = Vec::new();
     for i in 0..12usize {
-        let op = if i % 3 == 1 { "nope" } else { "seq" };
+        let op = if fails(i) { "nope" } else { "seq" };
         let h = host.clone();
         pending.push((
             i,
@@ -444,7 +451,7 @@ async fn guest_errors_inside_a_batch_are_their_own_turns_replies(lang: Lang) {
     let mut n = 0;
     for (i, p) in pending {
         let r = p.await.unwrap();
-        if i % 3 == 1 {
+        if fails(i) {
             let e = r.unwrap_err();
             assert_eq!(e.code, ErrorCode::InvalidArgument, "#{i}: {e}");
             assert!(e.to_string().contains("unknown op nope"), "#{i}: {e}");
@@ -453,14 +460,22 @@ async fn guest_errors_inside_a_batch_are_their_own_turns_replies(lang: Lang) {
             assert_eq!(text(r.unwrap()), format!("{n}:{i}"), "#{i}");
         }
     }
+    // Both batches ended on an error and the instance is the same one: nothing trapped.
     let seen = text(host.ask(id, "seen", "", T).await.unwrap());
-    assert_eq!(seen, "0,2,3,5,6,8,9,11");
-    assert!(batches(ty).1 >= 12.0, "the 12 queued turns ran batched");
+    assert_eq!(seen, "0,2,4,7,8,9,10");
+    assert_eq!(batches(ty), (2.0, 12.0));
     assert_eq!(
         metric(
             "sluice_turns_total",
             &[("actor_type", ty), ("outcome", "error")]
         ),
-        4.0
+        5.0
+    );
+    assert_eq!(
+        metric(
+            "sluice_turns_total",
+            &[("actor_type", ty), ("outcome", "trapped")]
+        ),
+        0.0
     );
 }
