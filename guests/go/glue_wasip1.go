@@ -219,13 +219,52 @@ type witBackend struct{}
 
 var receipts = [...]Receipt{wt.TellReceipt_Queued: Queued, wt.TellReceipt_DisplacedOldest: DisplacedOldest, wt.TellReceipt_DroppedNewest: DroppedNewest}
 
+// Tell calls the `host.tell` import itself, as nextTurn calls `turns.next`: the generated
+// binding allocated a return area and a runtime.Pinner per call and pinned all three
+// arguments, most of what a tell cost a Go actor. The arguments stay reachable through the
+// call (runtime.KeepAlive; Go's heap does not move them, and the host reads them before it
+// lowers anything back), and the result is read out of the static tellArea before any other
+// call, so no other goroutine's tell can overwrite it first.
 func (witBackend) Tell(to, msgType string, payload []byte) (Receipt, error) {
-	r := sluice_actor_host.Tell(to, msgType, payload)
-	if r.IsErr() {
-		return "", fromWit(r.Err())
+	area := unsafe.Pointer(&tellArea)
+	wasmImportTell(
+		uintptr(unsafe.Pointer(unsafe.StringData(to))), uint32(len(to)),
+		uintptr(unsafe.Pointer(unsafe.StringData(msgType))), uint32(len(msgType)),
+		uintptr(unsafe.Pointer(unsafe.SliceData(payload))), uint32(len(payload)),
+		uintptr(area))
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(msgType)
+	runtime.KeepAlive(payload)
+	tag, receipt := *(*uint8)(area), *(*uint8)(unsafe.Add(area, 8))
+	if tag == 0 {
+		return receipts[receipt], nil
 	}
-	return receipts[r.Ok()], nil
+	// result<tell-receipt, actor-error>'s error, laid out as the canonical ABI lowers it; every
+	// field is read before anything is called. The error's code sits where a receipt would.
+	msg := unsafe.String((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 12)))), *(*uint32)(unsafe.Add(area, 16)))
+	retry, retryMs := *(*uint8)(unsafe.Add(area, 24)) != 0, *(*uint64)(unsafe.Add(area, 32))
+	skipped := *(*uint8)(unsafe.Add(area, 40)) != 0
+	over := *(*uint8)(unsafe.Add(area, 48)) != 0
+	scope, depth, limit := *(*uint8)(unsafe.Add(area, 56)), *(*uint64)(unsafe.Add(area, 64)), *(*uint64)(unsafe.Add(area, 72))
+	e := wt.ActorError{
+		Code: receipt, Message: msg, Skipped: skipped,
+		RetryAfterMs: witTypes.None[uint64](), Overload: witTypes.None[wt.OverloadInfo](),
+	}
+	if retry {
+		e.RetryAfterMs = witTypes.Some(retryMs)
+	}
+	if over {
+		e.Overload = witTypes.Some(wt.OverloadInfo{Scope: scope, Depth: depth, Limit: limit})
+	}
+	return "", fromWit(e)
 }
+
+//go:linkname wasmImportTell sluice.dev/guest/internal/wit/imports/sluice_actor_host.wasm_import_tell
+func wasmImportTell(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32, arg6 uintptr)
+
+// tellArea is `result<tell-receipt, actor-error>` as the canonical ABI lays it out: 80 bytes,
+// 8-aligned.
+var tellArea [10]uint64
 
 func (witBackend) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte, error) {
 	r := sluice_actor_host.Ask(to, msgType, payload, timeoutMs)

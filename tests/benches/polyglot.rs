@@ -28,6 +28,32 @@ async fn tell_rate(host: &Host, id: &str, n: usize, payload: &[u8]) -> anyhow::R
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
+/// Tells made by a guest: the language's `flood` actor tells `count` messages to the echo
+/// actor `Echo/sink` in one turn (host calls from inside a turn, each with its receipt); the
+/// rate is `count` over that turn's ask. The sink then drains before the next row runs.
+async fn guest_tell_rate(
+    host: &Host,
+    lang: Lang,
+    engine: JsBackend,
+    count: usize,
+) -> anyhow::Result<f64> {
+    let bytes = std::fs::read(guest_on(lang, "flood", engine).expect("toolchain present"))?;
+    host.deploy(ChildSpec::new("Flood", "flood.wasm"), bytes)
+        .await?;
+    let req = |count: usize| {
+        serde_json::json!({"to": "Echo/sink", "msg_type": "echo", "count": count}).to_string()
+    };
+    host.ask("Flood/f", "flood", req(100), T).await?;
+    let t = Instant::now();
+    let r = host.ask("Flood/f", "flood", req(count), T).await?;
+    let took = t.elapsed();
+    let r: serde_json::Value = serde_json::from_slice(&r)?;
+    anyhow::ensure!(r["queued"] == count, "flood: {r}");
+    host.ask("Echo/sink", "echo", "", Duration::from_secs(600))
+        .await?;
+    Ok(count as f64 / took.as_secs_f64())
+}
+
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p) as usize]
@@ -67,9 +93,9 @@ async fn bench() -> anyhow::Result<()> {
     let n: usize = if quick { 5_000 } else { 50_000 };
     let k: usize = if quick { 20 } else { 100 };
     println!(
-        "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput, one call per message | tell throughput, batched turns (gain) | ask p50 / p99 | RSS per idle actor |"
+        "| guest | size | build | cold compile | cached load | activation, fresh slot | activation, reused slot (p50) | tell throughput, one call per message | tell throughput, batched turns (gain) | tells from the guest | ask p50 / p99 | RSS per idle actor |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let engines: Vec<JsBackend> = match args.iter().position(|a| a == "--js-engine") {
         Some(i) => vec![args.get(i + 1).map_or("", String::as_str).parse()?],
         None => vec![JsBackend::QuickJs, JsBackend::StarlingMonkey],
@@ -149,6 +175,7 @@ async fn bench() -> anyhow::Result<()> {
             .await?;
         let single_rate = tell_rate(&single, "Echo/tp", n, &payload).await?;
         single.shutdown();
+        let guest_rate = guest_tell_rate(&host, lang, engine, n / 2).await?;
         let mut lat = Vec::with_capacity(n / 5);
         for _ in 0..n / 5 {
             let t = Instant::now();
@@ -177,7 +204,7 @@ async fn bench() -> anyhow::Result<()> {
         host.shutdown();
         let reused = reused_slot_activation(&bytes, if quick { 10 } else { 30 }).await?;
         println!(
-            "| {label} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.0}/s ({:.1}×) | {:.1} / {:.1} µs | {:.0} KiB |",
+            "| {label} | {:.2} MB | {} | {:.0} ms | {:.1} ms | {:.0} µs | {:.0} µs | {:.0}/s | {:.0}/s ({:.1}×) | {:.0}/s | {:.1} / {:.1} µs | {:.0} KiB |",
             bytes.len() as f64 / 1e6,
             build_time.map_or("—".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
             cold.as_secs_f64() * 1e3,
@@ -187,6 +214,7 @@ async fn bench() -> anyhow::Result<()> {
             single_rate,
             rate,
             rate / single_rate,
+            guest_rate,
             pct(&mut lat, 0.5).as_secs_f64() * 1e6,
             pct(&mut lat, 0.99).as_secs_f64() * 1e6,
             rss

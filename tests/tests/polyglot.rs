@@ -167,6 +167,7 @@ async fn ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_
     assert_eq!(r["error"]["type"], "DeadlineExceeded", "{r}");
     assert_eq!(r["error"]["code"], "deadline-exceeded", "{r}");
     assert_eq!(r["error"]["skipped"], false, "the turn was running: {r}");
+    let mut errors = Vec::new();
     for ty in ["ask", "tell"] {
         let r = via_guest(
             &host,
@@ -177,7 +178,11 @@ async fn ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_
         assert_eq!(r["ok"], false, "{ty}: {r}");
         assert_eq!(r["error"]["type"], "NotFound", "{ty}: {r}");
         assert_eq!(r["error"]["code"], "not-found", "{ty}: {r}");
+        errors.push(r["error"].clone());
     }
+    // The same refusal, field for field, whichever import carried it (the Go SDK lifts a
+    // tell's error itself, an ask's through the generated binding).
+    assert_eq!(errors[0], errors[1]);
 }
 
 async fn outbox_is_unavailable_and_bus_publishes_to_nobody_on_a_bare_host(lang: Lang) {
