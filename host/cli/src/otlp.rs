@@ -83,7 +83,20 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Err(e) = self.close(CLOSE_BOUND, || {}) {
+        // Closing blocks until the batch processor, a task on the tokio runtime, answers. On
+        // one of a multi-thread runtime's workers that task can be waiting in this worker's own
+        // LIFO slot, which no other worker takes from: the close never ended (a bench that
+        // dropped its guard in a task hung there). `block_in_place` hands this worker's tasks
+        // to another thread first; off the workers (the CLI drops it at the end of `main`) it
+        // runs the close as it is.
+        let close = || self.close(CLOSE_BOUND, || {});
+        let closed = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(close)
+            }
+            _ => close(),
+        };
+        if let Err(e) = closed {
             eprintln!("sluice: trace exporter shutdown: {e}");
         }
     }
@@ -211,6 +224,48 @@ mod tests {
             self.exported.fetch_add(batch.len(), Ordering::SeqCst);
             Ok(())
         }
+    }
+
+    /// A guard dropped inside a task on a worker, just after a span ended there (which wakes
+    /// the processor's task into that worker's LIFO slot), closes instead of waiting forever
+    /// for that task. The runtime is built here so that a hung worker fails the test instead
+    /// of hanging it.
+    #[test]
+    fn a_guard_dropped_on_a_runtime_worker_closes() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let gated = Gated::default();
+        gated.open.store(true, Ordering::SeqCst);
+        let exported = gated.exported.clone();
+        let closed = rt.block_on(async move {
+            let task = tokio::spawn(async move {
+                let processor =
+                    BatchSpanProcessor::builder(gated, opentelemetry_sdk::runtime::Tokio).build();
+                let provider = SdkTracerProvider::builder()
+                    .with_span_processor(processor)
+                    .build();
+                let tracer = provider.tracer("test");
+                let guard = Guard(provider);
+                for _ in 0..3 {
+                    tracer.start("span").end();
+                }
+                drop(guard);
+            });
+            tokio::time::timeout(Duration::from_secs(20), task).await
+        });
+        rt.shutdown_timeout(Duration::from_millis(100));
+        assert!(
+            closed.is_ok(),
+            "dropping the guard on a worker never returned"
+        );
+        assert_eq!(
+            exported.load(Ordering::SeqCst),
+            3,
+            "the spans were exported"
+        );
     }
 
     /// The queue is full when the host stops (the exporter is still busy with an earlier
