@@ -16,8 +16,8 @@ import (
 
 	exp "sluice.dev/guest/internal/wit/exports/export_sluice_actor_actor"
 	expb "sluice.dev/guest/internal/wit/exports/export_sluice_actor_batch"
-	_ "sluice.dev/guest/internal/wit/exports/wit_exports" // the //go:wasmexport functions
-	"sluice.dev/guest/internal/wit/imports/sluice_actor_bus"
+	_ "sluice.dev/guest/internal/wit/exports/wit_exports"      // the //go:wasmexport functions
+	_ "sluice.dev/guest/internal/wit/imports/sluice_actor_bus" // wasm_import_publish, by go:linkname
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_host"
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_outbox"
 	"sluice.dev/guest/internal/wit/imports/sluice_actor_turns"
@@ -219,14 +219,14 @@ type witBackend struct{}
 
 var receipts = [...]Receipt{wt.TellReceipt_Queued: Queued, wt.TellReceipt_DisplacedOldest: DisplacedOldest, wt.TellReceipt_DroppedNewest: DroppedNewest}
 
-// Tell calls the `host.tell` import itself, as nextTurn calls `turns.next`: the generated
-// binding allocated a return area and a runtime.Pinner per call and pinned all three
-// arguments, most of what a tell cost a Go actor. The arguments stay reachable through the
-// call (runtime.KeepAlive; Go's heap does not move them, and the host reads them before it
-// lowers anything back), and the result is read out of the static tellArea before any other
-// call, so no other goroutine's tell can overwrite it first.
+// Tell, Ask and Publish call their imports themselves, as nextTurn calls `turns.next`: the
+// generated bindings allocate a return area and a runtime.Pinner per call and pin every
+// argument, which was most of what a tell cost a Go actor. The arguments stay reachable
+// through the call (runtime.KeepAlive; Go's heap does not move them, and the host reads them
+// before it lowers anything back), and the result is read out of the static callArea before
+// anything else is called, so no other goroutine's call can overwrite it first.
 func (witBackend) Tell(to, msgType string, payload []byte) (Receipt, error) {
-	area := unsafe.Pointer(&tellArea)
+	area := unsafe.Pointer(&callArea)
 	wasmImportTell(
 		uintptr(unsafe.Pointer(unsafe.StringData(to))), uint32(len(to)),
 		uintptr(unsafe.Pointer(unsafe.StringData(msgType))), uint32(len(msgType)),
@@ -235,44 +235,82 @@ func (witBackend) Tell(to, msgType string, payload []byte) (Receipt, error) {
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(msgType)
 	runtime.KeepAlive(payload)
-	tag, receipt := *(*uint8)(area), *(*uint8)(unsafe.Add(area, 8))
-	if tag == 0 {
-		return receipts[receipt], nil
+	if *(*uint8)(area) == 0 {
+		return receipts[*(*uint8)(unsafe.Add(area, 8))], nil
 	}
-	// result<tell-receipt, actor-error>'s error, laid out as the canonical ABI lowers it; every
-	// field is read before anything is called. The error's code sits where a receipt would.
-	msg := unsafe.String((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 12)))), *(*uint32)(unsafe.Add(area, 16)))
-	retry, retryMs := *(*uint8)(unsafe.Add(area, 24)) != 0, *(*uint64)(unsafe.Add(area, 32))
-	skipped := *(*uint8)(unsafe.Add(area, 40)) != 0
-	over := *(*uint8)(unsafe.Add(area, 48)) != 0
-	scope, depth, limit := *(*uint8)(unsafe.Add(area, 56)), *(*uint64)(unsafe.Add(area, 64)), *(*uint64)(unsafe.Add(area, 72))
+	a := callArea
+	return "", errorAt(&a)
+}
+
+func (witBackend) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte, error) {
+	area := unsafe.Pointer(&callArea)
+	wasmImportAsk(
+		uintptr(unsafe.Pointer(unsafe.StringData(to))), uint32(len(to)),
+		uintptr(unsafe.Pointer(unsafe.StringData(msgType))), uint32(len(msgType)),
+		uintptr(unsafe.Pointer(unsafe.SliceData(payload))), uint32(len(payload)),
+		int64(timeoutMs), uintptr(area))
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(msgType)
+	runtime.KeepAlive(payload)
+	if *(*uint8)(area) == 0 {
+		// A view of the memory the host lowered the reply into, held until the next Unpin.
+		return unsafe.Slice((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 8)))), *(*uint32)(unsafe.Add(area, 12))), nil
+	}
+	a := callArea
+	return nil, errorAt(&a)
+}
+
+func (witBackend) Publish(topic string, payload []byte) error {
+	area := unsafe.Pointer(&callArea)
+	wasmImportPublish(
+		uintptr(unsafe.Pointer(unsafe.StringData(topic))), uint32(len(topic)),
+		uintptr(unsafe.Pointer(unsafe.SliceData(payload))), uint32(len(payload)),
+		uintptr(area))
+	runtime.KeepAlive(topic)
+	runtime.KeepAlive(payload)
+	if *(*uint8)(area) == 0 {
+		return nil
+	}
+	a := callArea
+	return errorAt(&a)
+}
+
+// errorAt is the SDK error of a `result<_, actor-error>` whose error a copy of callArea holds,
+// laid out as the canonical ABI lowers it.
+func errorAt(a *[10]uint64) *Error {
+	area := unsafe.Pointer(a)
 	e := wt.ActorError{
-		Code: receipt, Message: msg, Skipped: skipped,
-		RetryAfterMs: witTypes.None[uint64](), Overload: witTypes.None[wt.OverloadInfo](),
+		Code:         *(*uint8)(unsafe.Add(area, 8)),
+		Message:      unsafe.String((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 12)))), *(*uint32)(unsafe.Add(area, 16))),
+		RetryAfterMs: witTypes.None[uint64](),
+		Skipped:      *(*uint8)(unsafe.Add(area, 40)) != 0,
+		Overload:     witTypes.None[wt.OverloadInfo](),
 	}
-	if retry {
-		e.RetryAfterMs = witTypes.Some(retryMs)
+	if *(*uint8)(unsafe.Add(area, 24)) != 0 {
+		e.RetryAfterMs = witTypes.Some(*(*uint64)(unsafe.Add(area, 32)))
 	}
-	if over {
-		e.Overload = witTypes.Some(wt.OverloadInfo{Scope: scope, Depth: depth, Limit: limit})
+	if *(*uint8)(unsafe.Add(area, 48)) != 0 {
+		e.Overload = witTypes.Some(wt.OverloadInfo{
+			Scope: *(*uint8)(unsafe.Add(area, 56)),
+			Depth: *(*uint64)(unsafe.Add(area, 64)),
+			Limit: *(*uint64)(unsafe.Add(area, 72)),
+		})
 	}
-	return "", fromWit(e)
+	return fromWit(e)
 }
 
 //go:linkname wasmImportTell sluice.dev/guest/internal/wit/imports/sluice_actor_host.wasm_import_tell
 func wasmImportTell(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32, arg6 uintptr)
 
-// tellArea is `result<tell-receipt, actor-error>` as the canonical ABI lays it out: 80 bytes,
-// 8-aligned.
-var tellArea [10]uint64
+//go:linkname wasmImportAsk sluice.dev/guest/internal/wit/imports/sluice_actor_host.wasm_import_ask
+func wasmImportAsk(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32, arg6 int64, arg7 uintptr)
 
-func (witBackend) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]byte, error) {
-	r := sluice_actor_host.Ask(to, msgType, payload, timeoutMs)
-	if r.IsErr() {
-		return nil, fromWit(r.Err())
-	}
-	return r.Ok(), nil
-}
+//go:linkname wasmImportPublish sluice.dev/guest/internal/wit/imports/sluice_actor_bus.wasm_import_publish
+func wasmImportPublish(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr)
+
+// callArea is the return area of those three imports (`result<T, actor-error>`, T at most
+// 8 bytes): 80 bytes, 8-aligned, as the generated bindings size it.
+var callArea [10]uint64
 
 func (witBackend) Schedule(delayMs uint64, msgType string, payload []byte) error {
 	r := sluice_actor_host.Schedule(delayMs, msgType, payload)
@@ -367,12 +405,4 @@ func (witBackend) CancelReminder(name string) (bool, error) {
 		return false, fromWit(r.Err())
 	}
 	return r.Ok(), nil
-}
-
-func (witBackend) Publish(topic string, payload []byte) error {
-	r := sluice_actor_bus.Publish(topic, payload)
-	if r.IsErr() {
-		return fromWit(r.Err())
-	}
-	return nil
 }
