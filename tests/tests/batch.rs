@@ -464,18 +464,6 @@ async fn guest_errors_inside_a_batch_are_their_own_turns_replies(lang: Lang) {
     let seen = text(host.ask(id, "seen", "", T).await.unwrap());
     assert_eq!(seen, "0,2,4,7,8,9,10");
     assert_eq!(batches(ty), (2.0, 12.0));
-    assert_eq!(
-        metric(
-            "sluice_turns_total",
-            &[("actor_type", ty), ("outcome", "error")]
-        ),
-        5.0
-    );
-    assert_eq!(
-        metric(
-            "sluice_turns_total",
-            &[("actor_type", ty), ("outcome", "trapped")]
-        ),
-        0.0
-    );
+    assert_eq!(turns(ty, "error"), 5.0);
+    assert_eq!(turns(ty, "trapped"), 0.0);
 }
