@@ -180,8 +180,8 @@ async fn ask_timeout_reaches_guest_as_deadline_exceeded_and_missing_type_as_not_
         assert_eq!(r["error"]["code"], "not-found", "{ty}: {r}");
         errors.push(r["error"].clone());
     }
-    // The same refusal, field for field, whichever import carried it (the Go SDK lifts a
-    // tell's error itself, an ask's through the generated binding).
+    // The same refusal, field for field, whichever import carried it (the Go SDK lifts both
+    // itself, out of the results of two different imports).
     assert_eq!(errors[0], errors[1]);
 }
 
