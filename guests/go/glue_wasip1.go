@@ -100,7 +100,8 @@ func witInit(config string) witTypes.Result[witTypes.Unit, wt.ActorError] {
 	return witTypes.Ok[witTypes.Unit, wt.ActorError](witTypes.Unit{})
 }
 
-func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
+// envelopeOf is the SDK's view of a WIT envelope.
+func envelopeOf(env wt.Envelope) *Envelope {
 	e := &Envelope{
 		MsgType:   env.MsgType,
 		Payload:   env.Payload,
@@ -112,7 +113,11 @@ func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
 	if env.DeadlineMs.IsSome() {
 		e.DeadlineMs, e.HasDeadline = env.DeadlineMs.Some(), true
 	}
-	out, err := runTurn(e)
+	return e
+}
+
+func witHandle(env wt.Envelope) witTypes.Result[[]uint8, wt.ActorError] {
+	out, err := runTurn(envelopeOf(env))
 	if err != nil {
 		return witTypes.Err[[]uint8](toWit(err))
 	}
@@ -158,14 +163,7 @@ func witRun() {
 		next := sluice_actor_turns.Next(witTypes.Some(witTypes.Err[[]uint8](toWit(err))))
 		env = nil
 		if next.IsSome() {
-			w := next.Some()
-			env = &Envelope{MsgType: w.MsgType, Payload: w.Payload, Principal: w.Principal}
-			if w.Sender.IsSome() {
-				env.Sender, env.HasSender = w.Sender.Some(), true
-			}
-			if w.DeadlineMs.IsSome() {
-				env.DeadlineMs, env.HasDeadline = w.DeadlineMs.Some(), true
-			}
+			env = envelopeOf(next.Some())
 		}
 	}
 }
@@ -197,22 +195,30 @@ func nextTurn(reply *[]byte) *Envelope {
 	if *(*uint8)(area) == 0 {
 		return nil
 	}
-	u32 := func(off uintptr) uint32 { return *(*uint32)(unsafe.Add(area, off)) }
-	// A linear-memory address as a pointer (the address space starts at 0).
-	at := func(off uintptr) *uint8 { return (*uint8)(unsafe.Add(nil, u32(off))) }
-	str := func(off uintptr) string { return unsafe.String(at(off), u32(off+4)) }
 	env := &Envelope{
-		MsgType:   str(20),
-		Payload:   unsafe.Slice(at(28), u32(32)),
-		Principal: str(36),
+		MsgType:   stringAt(area, 20),
+		Payload:   bytesAt(area, 28),
+		Principal: stringAt(area, 36),
 	}
 	if *(*uint8)(unsafe.Add(area, 8)) != 0 {
-		env.Sender, env.HasSender = str(12), true
+		env.Sender, env.HasSender = stringAt(area, 12), true
 	}
 	if *(*uint8)(unsafe.Add(area, 48)) != 0 {
 		env.DeadlineMs, env.HasDeadline = *(*uint64)(unsafe.Add(area, 56)), true
 	}
 	return env
+}
+
+// bytesAt is the list<u8> whose (address, length) pair sits at off in a return area: a view
+// of linear memory (its addresses start at 0), not a copy. stringAt is the same for a string.
+func bytesAt(area unsafe.Pointer, off uintptr) []byte {
+	ptr, n := *(*uint32)(unsafe.Add(area, off)), *(*uint32)(unsafe.Add(area, off+4))
+	return unsafe.Slice((*uint8)(unsafe.Add(nil, ptr)), n)
+}
+
+func stringAt(area unsafe.Pointer, off uintptr) string {
+	ptr, n := *(*uint32)(unsafe.Add(area, off)), *(*uint32)(unsafe.Add(area, off+4))
+	return unsafe.String((*uint8)(unsafe.Add(nil, ptr)), n)
 }
 
 type witBackend struct{}
@@ -252,11 +258,11 @@ func (witBackend) Ask(to, msgType string, payload []byte, timeoutMs uint64) ([]b
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(msgType)
 	runtime.KeepAlive(payload)
-	if *(*uint8)(area) == 0 {
-		// A view of the memory the host lowered the reply into, held until the next Unpin.
-		return unsafe.Slice((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 8)))), *(*uint32)(unsafe.Add(area, 12))), nil
-	}
 	a := callArea
+	if *(*uint8)(unsafe.Pointer(&a)) == 0 {
+		// A view of the memory the host lowered the reply into, held until the next Unpin.
+		return bytesAt(unsafe.Pointer(&a), 8), nil
+	}
 	return nil, errorAt(&a)
 }
 
@@ -281,7 +287,7 @@ func errorAt(a *[10]uint64) *Error {
 	area := unsafe.Pointer(a)
 	e := wt.ActorError{
 		Code:         *(*uint8)(unsafe.Add(area, 8)),
-		Message:      unsafe.String((*uint8)(unsafe.Add(nil, *(*uint32)(unsafe.Add(area, 12)))), *(*uint32)(unsafe.Add(area, 16))),
+		Message:      stringAt(area, 12),
 		RetryAfterMs: witTypes.None[uint64](),
 		Skipped:      *(*uint8)(unsafe.Add(area, 40)) != 0,
 		Overload:     witTypes.None[wt.OverloadInfo](),
