@@ -97,8 +97,10 @@ pub(crate) fn connection_event(event: &'static str) {
     counter!(CONNECTION_EVENTS, "event" => event).increment(1);
 }
 
-pub(crate) fn remote_sent(kind: &'static str, member: &str) {
-    counter!(REMOTE_SENT, "kind" => kind, "member" => member.to_string()).increment(1);
+/// `n` calls of one kind sent to `member` (counted once per frame, not per call: the label's
+/// lookup is the costly part).
+pub(crate) fn remote_sent(kind: &'static str, member: &str, n: u64) {
+    counter!(REMOTE_SENT, "kind" => kind, "member" => member.to_string()).increment(n);
 }
 
 pub(crate) fn remote_received(kind: &'static str, n: u64) {
@@ -110,9 +112,10 @@ pub(crate) fn remote_failed(kind: &'static str, code: &'static str, member: &str
         .increment(1);
 }
 
-pub(crate) fn remote_seconds(kind: &'static str, member: &str, elapsed: Duration) {
+/// `n` calls of one kind answered in one reply after `elapsed`.
+pub(crate) fn remote_seconds(kind: &'static str, member: &str, elapsed: Duration, n: usize) {
     histogram!(REMOTE_SECONDS, "kind" => kind, "member" => member.to_string())
-        .record(elapsed.as_secs_f64());
+        .record_many(elapsed.as_secs_f64(), n);
 }
 
 pub(crate) fn decode_error(frame: &'static str) {

@@ -63,6 +63,9 @@ async fn cluster_metrics_have_bounded_labels() {
     call.principal = Some("alice".into());
     client.ask("b", call.clone()).await.unwrap();
     client.tell("b", call.clone()).await.unwrap_err();
+    // Four more tells in one frame: counted per call, though recorded once per frame.
+    let refused = client.tell_batch("b", vec![call.clone(); 4]).await;
+    assert!(refused.iter().all(Result::is_err), "{refused:?}");
     client.ask("nobody", call).await.unwrap_err();
     let dir = Directory::open(&a, Duration::from_secs(1)).await.unwrap();
     dir.claim("Secret/alice-key", &ma.owner()).await.unwrap();
@@ -158,10 +161,39 @@ async fn cluster_metrics_have_bounded_labels() {
                 key.name()
             );
         }
-        if key.name() == "sluice_cluster_remote_calls_failed_total"
-            && key.labels().any(|l| l.value() == "RESOURCE_EXHAUSTED")
-        {
-            assert_eq!(value, DebugValue::Counter(1));
+        let label = |k: &str| {
+            key.labels()
+                .find(|l| l.key() == k)
+                .map(|l| l.value().to_string())
+        };
+        let (kind, member) = (label("kind"), label("member"));
+        let (kind, member) = (kind.as_deref(), member.as_deref());
+        match key.name() {
+            "sluice_cluster_remote_calls_failed_total"
+                if label("code").as_deref() == Some("RESOURCE_EXHAUSTED") =>
+            {
+                assert_eq!(value, DebugValue::Counter(5));
+            }
+            "sluice_cluster_remote_calls_sent_total" => {
+                let want = match (kind, member) {
+                    (Some("tell"), Some("b")) => 5,
+                    (Some("ask"), Some("b" | "nobody")) => 1,
+                    other => panic!("unexpected remote calls sent: {other:?}"),
+                };
+                assert_eq!(value, DebugValue::Counter(want), "{kind:?} to {member:?}");
+            }
+            "sluice_cluster_remote_calls_received_total" => {
+                let want = if kind == Some("tell") { 5 } else { 1 };
+                assert_eq!(value, DebugValue::Counter(want), "{kind:?} received");
+            }
+            "sluice_cluster_remote_call_seconds" if member == Some("b") => {
+                let DebugValue::Histogram(samples) = &value else {
+                    panic!("{value:?}")
+                };
+                let want = if kind == Some("tell") { 5 } else { 1 };
+                assert_eq!(samples.len(), want, "{kind:?} round trips recorded");
+            }
+            _ => {}
         }
     }
     for want in [

@@ -191,6 +191,8 @@ impl Client {
         let mut wire = Vec::with_capacity(calls.len());
         let mut sent_at = Vec::with_capacity(calls.len());
         let mut timeout = Duration::ZERO;
+        // Calls sent, per kind: the metrics are recorded once per frame.
+        let mut sent = [0u64; 2];
         for (i, c) in calls.into_iter().enumerate() {
             let max = self.config.limits.max_payload_bytes;
             if c.payload.len() > max {
@@ -212,8 +214,8 @@ impl Client {
                 (CallKind::Ask, None) => self.config.ask_timeout,
             };
             timeout = timeout.max(wait);
-            metrics::remote_sent(c.kind.label(), node);
-            sent_at.push((i, c.kind));
+            sent[c.kind.index()] += 1;
+            sent_at.push(i);
             wire.push(Call {
                 kind: c.kind,
                 target: c.target,
@@ -227,10 +229,24 @@ impl Client {
             });
         }
         if !wire.is_empty() {
+            for kind in CallKind::ALL {
+                if sent[kind.index()] > 0 {
+                    metrics::remote_sent(kind.label(), node, sent[kind.index()]);
+                }
+            }
             let replies = self.request(node, &wire, timeout).await;
             let elapsed = now.elapsed();
-            for ((i, kind), outcome) in sent_at.into_iter().zip(replies) {
-                metrics::remote_seconds(kind.label(), node, elapsed);
+            for kind in CallKind::ALL {
+                if sent[kind.index()] > 0 {
+                    metrics::remote_seconds(
+                        kind.label(),
+                        node,
+                        elapsed,
+                        sent[kind.index()] as usize,
+                    );
+                }
+            }
+            for (i, outcome) in sent_at.into_iter().zip(replies) {
                 outcomes[i] = Some(outcome);
             }
         }

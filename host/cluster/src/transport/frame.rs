@@ -71,6 +71,14 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// Both kinds, in [`CallKind::index`] order.
+    pub const ALL: [CallKind; 2] = [CallKind::Tell, CallKind::Ask];
+
+    /// This kind's position in [`CallKind::ALL`] (for per-kind tallies).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// A bounded metric label.
     pub fn label(self) -> &'static str {
         match self {

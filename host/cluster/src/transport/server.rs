@@ -208,6 +208,8 @@ impl<H: Handler> State<H> {
         let origin: Arc<str> = request.origin.into();
         let mut outcomes = Vec::with_capacity(request.calls.len());
         let mut waits: Vec<(usize, ReplyFuture, tokio::sync::OwnedSemaphorePermit)> = Vec::new();
+        // Counted once per frame, per kind.
+        let mut received = [0u64; 2];
         for call in request.calls {
             let call = match call {
                 Ok(c) => c,
@@ -216,7 +218,7 @@ impl<H: Handler> State<H> {
                     continue;
                 }
             };
-            metrics::remote_received(call.kind.label(), 1);
+            received[call.kind.index()] += 1;
             let kind = call.kind;
             let inbound = Inbound::new(origin.clone(), call, arrived);
             let answer = match self.handler.prepare(&inbound) {
@@ -252,6 +254,11 @@ impl<H: Handler> State<H> {
                         Err(e) => outcomes.push(Outcome::Failed(e)),
                     }
                 }
+            }
+        }
+        for kind in CallKind::ALL {
+            if received[kind.index()] > 0 {
+                metrics::remote_received(kind.label(), received[kind.index()]);
             }
         }
         if waits.is_empty() {
