@@ -26,7 +26,8 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 /// Where a call goes.
 pub(crate) enum Target {
     Here,
-    There(String),
+    /// The member that runs it (shared with the owner hints: cloning it allocates nothing).
+    There(Arc<str>),
 }
 
 /// What a delivery gave.
@@ -156,7 +157,7 @@ impl ClusterRoute {
                         }
                         Some(Outcome::Replied(p)) => return Ok(Delivered::Reply(p.to_vec())),
                         Some(Outcome::Moved(owner)) => {
-                            s.note_owner(to, (!owner.is_empty()).then_some(owner));
+                            s.note_owner(to, (!owner.is_empty()).then(|| owner.into()));
                         }
                         Some(Outcome::Failed(e)) => {
                             if e.code != t::ErrorCode::Unavailable {
@@ -233,13 +234,14 @@ impl Shared {
                 && owner.node != self.node
                 && view.is_live(&owner.node, &owner.incarnation)
             {
-                self.note_owner(to, Some(owner.node.clone()));
-                return Ok(Target::There(owner.node.clone()));
+                let node: Arc<str> = owner.node.as_str().into();
+                self.note_owner(to, Some(node.clone()));
+                return Ok(Target::There(node));
             }
             // Nobody live runs it (or this incarnation's own entry): place it.
             if placed_here {
                 return Ok(match self.claim(to).await? {
-                    Some(node) => Target::There(node),
+                    Some(node) => Target::There(node.into()),
                     None => Target::Here,
                 });
             }
@@ -252,9 +254,9 @@ impl Shared {
                         to.actor_type()
                     )));
                 }
-                Some(node) if node != self.node => return Ok(Target::There(node)),
+                Some(node) if node != self.node => return Ok(Target::There(node.into())),
                 Some(_) => match self.claim(to).await? {
-                    Some(node) => return Ok(Target::There(node)),
+                    Some(node) => return Ok(Target::There(node.into())),
                     None => return Ok(Target::Here),
                 },
             }
@@ -298,7 +300,7 @@ impl Shared {
             }
             ClaimOutcome::Held(h) => match h.owner {
                 Some(o) if o.node != self.node => {
-                    self.note_owner(to, Some(o.node.clone()));
+                    self.note_owner(to, Some(o.node.as_str().into()));
                     Ok(Some(o.node))
                 }
                 _ => Err(ActorError::unavailable(format!(

@@ -62,7 +62,7 @@ impl Handler for Serve {
             }
             match self.0.locate(&id, true).await {
                 Ok(crate::route::Target::Here) => None,
-                Ok(crate::route::Target::There(node)) => Some(Outcome::Moved(node)),
+                Ok(crate::route::Target::There(node)) => Some(Outcome::Moved(node.to_string())),
                 Err(e) => Some(Outcome::Failed(to_record(&e))),
             }
         }))

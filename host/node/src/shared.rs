@@ -30,7 +30,7 @@ pub(crate) struct Shared {
     /// Tells share frames per destination host.
     pub batcher: Batcher,
     pub view: watch::Receiver<Arc<MemberView>>,
-    owners: Mutex<HashMap<ActorId, String>>,
+    owners: Mutex<HashMap<ActorId, Arc<str>>>,
     /// Actor types deployed on this host.
     types: RwLock<HashSet<String>>,
 }
@@ -65,12 +65,12 @@ impl Shared {
         self.me.borrow().clone()
     }
 
-    pub fn owner_hint(&self, id: &ActorId) -> Option<String> {
+    pub fn owner_hint(&self, id: &ActorId) -> Option<Arc<str>> {
         self.owners.lock().get(id).cloned()
     }
 
     /// Remembers (or, with `None`, forgets) where `id` runs.
-    pub fn note_owner(&self, id: &ActorId, node: Option<String>) {
+    pub fn note_owner(&self, id: &ActorId, node: Option<Arc<str>>) {
         let mut owners = self.owners.lock();
         match node {
             Some(n) => {
