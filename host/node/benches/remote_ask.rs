@@ -10,6 +10,10 @@
 //!    default), against bare NATS publish to a subscriber and against local tells into 16
 //!    keys of the plain host (the same turns with no NATS in between).
 //!
+//! Metrics are recorded into a Prometheus recorder with its upkeep running, as in `sluice run`
+//! (whose recorder also fans out to the console's), so each call pays for the metrics it
+//! records.
+//!
 //! `cargo bench -p sluice-node --bench remote_ask [-- --quick]` (release). Spawns its own
 //! nats-server (`scripts/nats.sh install` builds it). Issue #14's goals: remote ask p50 ≤ NATS
 //! round trip + 30 µs; remote tell throughput ≥ 0.5× NATS publish.
@@ -259,8 +263,22 @@ fn core_to_core_ns() -> u64 {
     runs[2]
 }
 
+/// A Prometheus recorder for the whole process, drained every 5 s as `sluice run` drains its own.
+fn install_recorder() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).expect("the first recorder");
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(5));
+            handle.run_upkeep();
+        }
+    });
+}
+
 #[tokio::main]
 async fn main() {
+    install_recorder();
     let quick = std::env::args().any(|a| a == "--quick");
     let (n, flood) = if quick {
         (3_000, 30_000)
