@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sluice_cluster::transport::{self as t, Client, Outcome};
@@ -23,14 +22,12 @@ pub const MAX_BATCH: usize = 64;
 const QUEUE: usize = 4096;
 
 type Queued = (t::Outgoing, oneshot::Sender<Outcome>);
-/// A destination's name (shared with the errors of the tells sent there) and its queue.
-type Queue = (Arc<str>, mpsc::Sender<Queued>);
 
 /// The per-destination queues of one host.
 pub(crate) struct Batcher {
     client: Client,
     frames_in_flight: usize,
-    queues: Mutex<HashMap<String, Queue>>,
+    queues: Mutex<HashMap<String, mpsc::Sender<Queued>>>,
 }
 
 impl Batcher {
@@ -42,47 +39,56 @@ impl Batcher {
         }
     }
 
-    /// Sends `call` (a tell) to `node` in the next frame; its own outcome.
+    /// Sends `call` (a tell) to `node` in the next frame; its own outcome, or `None` when
+    /// the sender to `node` stopped before a receipt came (the caller names the host in the
+    /// error it makes of that).
     ///
     /// The tell is queued before this returns (so tells keep the order of the calls), and
     /// the future holds only the wait for its receipt: it sits inside every remote tell's
-    /// future, which should stay small.
-    pub fn tell(&self, node: &str, call: t::Outgoing) -> impl Future<Output = Outcome> + use<> {
+    /// future, which should stay small. Queuing touches no reference count: under the lock,
+    /// the common case is one `try_send` on the queue as found.
+    pub fn tell(
+        &self,
+        node: &str,
+        call: t::Outgoing,
+    ) -> impl Future<Output = Option<Outcome>> + use<> {
         let (tx, rx) = oneshot::channel();
-        let (node, queue) = self.queue(node);
-        // Waiting for room is rare: boxed, so that it does not grow the common case.
-        let room: Option<Pin<Box<dyn Future<Output = bool> + Send>>> =
+        let room = {
+            let mut queues = self.queues.lock();
+            let queue = match queues.get(node) {
+                Some(q) if !q.is_closed() => q,
+                _ => {
+                    let q = self.start(node);
+                    queues.insert(node.to_string(), q);
+                    &queues[node]
+                }
+            };
             match queue.try_send((call, tx)) {
                 Ok(()) => None,
+                // Waiting for room is rare: boxed, so that it does not grow the common case.
                 Err(mpsc::error::TrySendError::Full(item)) => {
-                    Some(Box::pin(async move { queue.send(item).await.is_ok() }))
+                    let queue = queue.clone();
+                    let room: Pin<Box<dyn Future<Output = bool> + Send>> =
+                        Box::pin(async move { queue.send(item).await.is_ok() });
+                    Some(room)
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => Some(Box::pin(async { false })),
-            };
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    Some(Box::pin(async { false }) as Pin<Box<dyn Future<Output = bool> + Send>>)
+                }
+            }
+        };
         async move {
             if let Some(room) = room
                 && !room.await
             {
-                return Outcome::Failed(t::ErrorRecord::unavailable(&format!(
-                    "the sender to host {node} stopped"
-                )));
+                return None;
             }
-            rx.await.unwrap_or_else(|_| {
-                Outcome::Failed(t::ErrorRecord::unavailable(&format!(
-                    "the sender to host {node} stopped before a receipt came"
-                )))
-            })
+            rx.await.ok()
         }
     }
 
-    /// The queue to `node`.
-    fn queue(&self, node: &str) -> Queue {
-        let mut queues = self.queues.lock();
-        if let Some((name, q)) = queues.get(node)
-            && !q.is_closed()
-        {
-            return (name.clone(), q.clone());
-        }
+    /// Starts the sender task to `node`; its queue.
+    fn start(&self, node: &str) -> mpsc::Sender<Queued> {
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(send_frames(
             self.client.clone(),
@@ -90,9 +96,7 @@ impl Batcher {
             self.frames_in_flight,
             rx,
         ));
-        let name: Arc<str> = node.into();
-        queues.insert(node.to_string(), (name.clone(), tx.clone()));
-        (name, tx)
+        tx
     }
 }
 

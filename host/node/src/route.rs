@@ -144,7 +144,13 @@ impl ClusterRoute {
                         trace: msg.opts.trace.map(|t| t.to_string()),
                     };
                     let outcome = match kind {
-                        CallKind::Tell => Some(s.batcher.tell(&node, call).await),
+                        CallKind::Tell => {
+                            Some(s.batcher.tell(&node, call).await.unwrap_or_else(|| {
+                                Outcome::Failed(t::ErrorRecord::unavailable(&format!(
+                                    "the sender to host {node} stopped before a receipt came"
+                                )))
+                            }))
+                        }
                         CallKind::Ask => Box::pin(s.client.send(&node, vec![call])).await.pop(),
                     };
                     match outcome {
