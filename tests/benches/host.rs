@@ -52,6 +52,13 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn bench() -> anyhow::Result<()> {
+    // SLUICE_BENCH_RECORDER=1: record metrics as `sluice run` does (Prometheus and the
+    // console's recorder), so every turn pays for the metrics it records; by default nothing
+    // is installed and the runtime's metric handles do nothing.
+    if std::env::var("SLUICE_BENCH_RECORDER").is_ok() {
+        sluice_cli::metrics_export::handle();
+        println!("metrics: recorded as `sluice run` records them");
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 20_000 } else { 200_000 };
     let echo = std::fs::read(rust_guest("echo"))?;
@@ -105,7 +112,8 @@ async fn bench() -> anyhow::Result<()> {
     let mut native_ratios = Vec::with_capacity(rounds);
     let (mut raw_best, mut tell_best, mut enqueue_best) = (0f64, 0f64, f64::MAX);
     let mut native_best = 0f64;
-    for _ in 0..rounds {
+    for round in 1..=rounds {
+        let line = sluice_test_wait::machine::core_to_core_ns();
         let t0 = Instant::now();
         for _ in 0..per {
             native.cast(Ping::Echo(payload.clone()))?;
@@ -128,6 +136,12 @@ async fn bench() -> anyhow::Result<()> {
             .await
             .unwrap();
         let tell_rate = per as f64 / t0.elapsed().as_secs_f64();
+        // Rounds compare only within one state of the machine: print each with it.
+        println!(
+            "  round {round} (core-to-core {line} ns): ractor {native_rate:.0}/s, raw wasmtime {raw_rate:.0}/s, sluice tell {tell_rate:.0}/s: {:.2}x ractor, {:.2}x raw",
+            tell_rate / native_rate,
+            tell_rate / raw_rate
+        );
         ratios.push(tell_rate / raw_rate);
         native_ratios.push(tell_rate / native_rate);
         raw_best = raw_best.max(raw_rate);

@@ -228,41 +228,6 @@ async fn bare_publish(url: &str, n: usize) -> f64 {
     got as f64 / last.duration_since(t).as_secs_f64()
 }
 
-/// The round trip of one cache line between two threads, ns (median of 5 runs). The 2-core
-/// VM this is measured on switches between two states, ~80 ns and ~400 ns, as its vCPUs are
-/// placed on the physical machine; every cross-thread path here (tells local or remote,
-/// NATS publish) runs about twice as slow in the second. Printed beside each round, so that
-/// rounds are compared within one state.
-fn core_to_core_ns() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    const TRIPS: u64 = 200_000;
-    let mut runs: Vec<u64> = (0..5)
-        .map(|_| {
-            let flag = std::sync::Arc::new(AtomicU64::new(0));
-            let other = flag.clone();
-            let pong = std::thread::spawn(move || {
-                for i in 0..TRIPS {
-                    while other.load(Ordering::Acquire) != 2 * i + 1 {
-                        std::hint::spin_loop();
-                    }
-                    other.store(2 * i + 2, Ordering::Release);
-                }
-            });
-            let t = Instant::now();
-            for i in 0..TRIPS {
-                while flag.load(Ordering::Acquire) != 2 * i {
-                    std::hint::spin_loop();
-                }
-                flag.store(2 * i + 1, Ordering::Release);
-            }
-            pong.join().unwrap();
-            t.elapsed().as_nanos() as u64 / TRIPS
-        })
-        .collect();
-    runs.sort_unstable();
-    runs[2]
-}
-
 /// A Prometheus recorder for the whole process, drained every 5 s as `sluice run` drains its own.
 fn install_recorder() {
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
@@ -366,7 +331,7 @@ async fn main() {
             "-- tell throughput, {tellers} concurrent senders into 16 keys (3 rounds, interleaved)"
         );
         for round in 1..=3 {
-            let line = core_to_core_ns();
+            let line = sluice_test_wait::machine::core_to_core_ns();
             let bare = bare_publish(&url, flood * 4).await;
             let local = tells(&plain, &local_keys, tellers, flood).await;
             let one = tells(&c, &flooded, tellers, flood).await;

@@ -9,7 +9,11 @@
 //! tokio sleep. Under tokio's paused time a sleep returns at once, so a wait on real I/O
 //! would spin through its polls: a suite on paused time that bounds its waits in virtual time
 //! keeps its own helper (the outbox's `eventually`).
+//!
+//! [`machine`] holds the benches' probe of the machine's state, shared the same way.
 #![warn(missing_docs)]
+
+pub mod machine;
 
 use std::fmt::Debug;
 use std::future::Future;
