@@ -964,6 +964,35 @@ async fn a_busy_hosts_metrics_pass_promtool_check_metrics_with_every_family_pres
         .count();
     assert_eq!(help, FAMILIES.len(), "one HELP line per family");
 
+    // Durations are histograms, and their counts are the turns: Echo/1 ran at least the 13
+    // asks above, each one turn.
+    for family in [
+        "sluice_turn_seconds",
+        "sluice_queue_seconds",
+        "sluice_outbox_relay_delivery_seconds",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {family} histogram\n")),
+            "{family} is not a histogram:\n{text}"
+        );
+    }
+    let echo_turns: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_turn_seconds_count{actor_type=\"Echo\"} "))
+        .expect("Echo's turn count")
+        .parse()
+        .unwrap();
+    let under_inf: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("sluice_turn_seconds_bucket{actor_type=\"Echo\",le=\"+Inf\"} ")
+        })
+        .expect("Echo's +Inf bucket")
+        .parse()
+        .unwrap();
+    assert!(echo_turns >= 13.0, "{echo_turns} Echo turns");
+    assert_eq!(under_inf, echo_turns, "+Inf bucket and count agree");
+
     let verdict = sluice_tests::promtool_check_metrics(&text);
     eprintln!(
         "promtool check metrics ({} families): {verdict:?}",
@@ -1010,11 +1039,21 @@ fn the_grafana_dashboard_charts_every_metric_family_and_no_other() {
             let expr = t["expr"].as_str().expect("an expr");
             let mut rest = expr;
             while let Some(i) = rest.find("sluice_") {
-                let name: String = rest[i..]
+                let series: String = rest[i..]
                     .chars()
                     .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                     .collect();
-                rest = &rest[i + name.len()..];
+                rest = &rest[i + series.len()..];
+                // A histogram's series are its family's name plus a suffix.
+                let name = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| {
+                        series
+                            .strip_suffix(s)
+                            .filter(|f| FAMILIES.contains(f))
+                            .map(str::to_string)
+                    })
+                    .unwrap_or(series);
                 assert!(
                     FAMILIES.contains(&name.as_str()),
                     "{} uses unknown {name}",

@@ -470,7 +470,8 @@ fn body_error(state: &IngressState, r: BytesRejection) -> ActorError {
 }
 
 async fn metrics(State(state): State<Arc<IngressState>>) -> Response {
-    let handle = crate::metrics_export::handle();
+    // The recorder first, so that the gauges set below are recorded.
+    crate::metrics_export::handle();
     // Mailbox depth and age are read from the mailboxes at scrape time rather than kept up
     // to date on every message.
     for t in state.host.status() {
@@ -479,6 +480,6 @@ async fn metrics(State(state): State<Arc<IngressState>>) -> Response {
         metrics::gauge!("sluice_mailbox_oldest_age_seconds", "actor_type" => ty)
             .set(t.oldest_queued_ms as f64 / 1e3);
     }
-    let body = handle.render();
+    let body = crate::metrics_export::render();
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }

@@ -25,16 +25,31 @@ const SUB: usize = 1 << SUB_BITS;
 /// Buckets: one underflow (zero, negative, NaN, below 2^MIN_EXP), the octaves, one overflow.
 pub const BUCKETS: usize = 2 + (MAX_EXP - MIN_EXP) as usize * SUB;
 
-/// A histogram of non-negative values (seconds) in fixed log-scale buckets.
+/// A histogram of non-negative values (seconds) in fixed log-scale buckets, with their sum.
 pub struct LogHistogram {
     buckets: Box<[AtomicU64]>,
+    /// The sum of the samples in nanoseconds (negative and NaN samples add nothing): 584
+    /// years fit, and adding is one atomic add rather than a float compare-and-swap loop.
+    sum_ns: AtomicU64,
 }
 
 impl LogHistogram {
     fn new() -> Self {
         Self {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_ns: AtomicU64::new(0),
         }
+    }
+
+    /// The sum of the samples, in seconds.
+    pub fn sum(&self) -> f64 {
+        self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    /// The index of the first bucket whose values are all at least `2^exp`: the buckets
+    /// before it hold every sample below `2^exp` (a sample of exactly `2^exp` is in it).
+    pub fn octave_start(exp: i32) -> usize {
+        1 + (exp.clamp(MIN_EXP, MAX_EXP) - MIN_EXP) as usize * SUB
     }
 
     /// The bucket of `v`: exponent and top mantissa bits straight from the float's bits.
@@ -81,6 +96,11 @@ impl LogHistogram {
 impl HistogramFn for LogHistogram {
     fn record(&self, value: f64) {
         self.buckets[Self::index(value)].fetch_add(1, Ordering::Relaxed);
+        if value > 0.0 {
+            // `as` saturates: a sample past 584 years adds u64::MAX, not garbage.
+            self.sum_ns
+                .fetch_add((value * 1e9) as u64, Ordering::Relaxed);
+        }
     }
 }
 
@@ -277,6 +297,31 @@ impl ConsoleRecorder {
             r.histograms.insert(Series::of(k), h.counts());
         });
         r
+    }
+}
+
+/// One histogram's totals since the process started.
+pub struct HistogramTotals {
+    /// Its name and labels.
+    pub series: Series,
+    /// Samples per bucket ([`LogHistogram::index`] order).
+    pub counts: Vec<u64>,
+    /// The sum of the samples, seconds.
+    pub sum: f64,
+}
+
+impl ConsoleRecorder {
+    /// Every histogram's totals, read now.
+    pub fn histograms(&self) -> Vec<HistogramTotals> {
+        let mut out = Vec::new();
+        self.registry.visit_histograms(|k, h| {
+            out.push(HistogramTotals {
+                series: Series::of(k),
+                counts: h.counts(),
+                sum: h.sum(),
+            });
+        });
+        out
     }
 }
 
