@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -64,10 +63,6 @@ impl<R: Recorder> Recorder for WithoutHistograms<R> {
     }
 }
 
-/// How often the Prometheus recorder drains its histogram samples into summaries, so memory
-/// stays bounded when nobody scrapes `/metrics`.
-pub const PROMETHEUS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
-
 struct Recorders {
     prometheus: PrometheusHandle,
     console: ConsoleRecorder,
@@ -91,17 +86,9 @@ fn recorders() -> &'static Recorders {
             .build();
         metrics::set_global_recorder(fanout)
             .expect("a metrics recorder was already installed by something else");
+        // No upkeep thread: it only drains the Prometheus recorder's histogram samples, and
+        // that recorder keeps no histograms.
         describe();
-        let upkeep = handle.clone();
-        std::thread::Builder::new()
-            .name("sluice-metrics-upkeep".into())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(PROMETHEUS_UPKEEP_INTERVAL);
-                    upkeep.run_upkeep();
-                }
-            })
-            .expect("spawning the metrics upkeep thread");
         Recorders {
             prometheus: handle,
             console,

@@ -10,9 +10,8 @@
 //!    default), against bare NATS publish to a subscriber and against local tells into 16
 //!    keys of the plain host (the same turns with no NATS in between).
 //!
-//! Metrics are recorded into a Prometheus recorder with its upkeep running, as in `sluice run`
-//! (whose recorder also fans out to the console's), so each call pays for the metrics it
-//! records.
+//! Metrics are recorded with the recorder `sluice run` installs, so each call pays for the
+//! metrics it records.
 //!
 //! `cargo bench -p sluice-node --bench remote_ask [-- --quick]` (release). Spawns its own
 //! nats-server (`scripts/nats.sh install` builds it). Issue #14's goals: remote ask p50 ≤ NATS
@@ -228,22 +227,10 @@ async fn bare_publish(url: &str, n: usize) -> f64 {
     got as f64 / last.duration_since(t).as_secs_f64()
 }
 
-/// A Prometheus recorder for the whole process, drained every 5 s as `sluice run` drains its own.
-fn install_recorder() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).expect("the first recorder");
-    std::thread::spawn(move || {
-        loop {
-            std::thread::sleep(Duration::from_secs(5));
-            handle.run_upkeep();
-        }
-    });
-}
-
 #[tokio::main]
 async fn main() {
-    install_recorder();
+    // The recorder `sluice run` installs (Prometheus and the console's).
+    sluice_cli::metrics_export::handle();
     let quick = std::env::args().any(|a| a == "--quick");
     let (n, flood) = if quick {
         (3_000, 30_000)
