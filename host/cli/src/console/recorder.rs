@@ -408,6 +408,27 @@ mod tests {
     }
 
     #[test]
+    fn samples_from_many_threads_at_once_all_count() {
+        let h = Arc::new(LogHistogram::new());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        h.record(0.001 * (t + 1) as f64);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(h.counts().iter().sum::<u64>(), 8000);
+        let want: f64 = (1..=8).map(|t| 1000.0 * 0.001 * t as f64).sum();
+        assert!((h.sum() - want).abs() < 1e-6, "{} against {want}", h.sum());
+    }
+
+    #[test]
     fn a_gauge_remembers_its_extremes_for_one_interval() {
         let g = IntervalGauge::new();
         g.set(10.0);
