@@ -27,7 +27,7 @@ use futures_util::StreamExt;
 use sluice_cluster::testing::NatsServer;
 use sluice_cluster::{ClusterConfig, connect};
 use sluice_node::Node;
-use sluice_runtime::{ChildSpec, Host, HostConfig};
+use sluice_runtime::{ChildSpec, Host, HostConfig, MailboxStrategy};
 
 const PAYLOAD: usize = 64;
 const T: Duration = Duration::from_secs(5);
@@ -44,13 +44,20 @@ fn echo_wasm() -> Vec<u8> {
     std::fs::read(dir.join("target/wasm32-wasip2/release/echo.wasm")).expect("echo.wasm")
 }
 
+/// The echo actor type of every host here. Its mailboxes hold a whole flood: with 2,048
+/// senders into 16 keys, the default capacity fills, and every refused sender then sleeps
+/// its `retry_after_ms`, so the rows would measure those sleeps instead of the turns.
+fn echo_spec() -> ChildSpec {
+    ChildSpec::new("Echo", "echo.wasm").mailbox(1_000_000, MailboxStrategy::Error)
+}
+
 async fn plain_host(wasm: &[u8]) -> Host {
     let host = Host::new(HostConfig {
         idle_deactivate_ms: 0,
         ..HostConfig::default()
     })
     .expect("host");
-    host.deploy(ChildSpec::new("Echo", "echo.wasm"), wasm.to_vec())
+    host.deploy(echo_spec(), wasm.to_vec())
         .await
         .expect("deploy");
     host
@@ -69,7 +76,7 @@ async fn member(url: &str, node: &str, frames: usize, wasm: &[u8]) -> (Host, Nod
         .build()
         .expect("config");
     let n = Node::join(&host, &config).await.expect("join");
-    let spec = ChildSpec::new("Echo", "echo.wasm");
+    let spec = echo_spec();
     host.deploy(spec.clone(), wasm.to_vec())
         .await
         .expect("deploy");
