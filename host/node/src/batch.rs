@@ -22,6 +22,8 @@ pub const MAX_BATCH: usize = 64;
 const QUEUE: usize = 4096;
 
 type Queued = (t::Outgoing, oneshot::Sender<Outcome>);
+/// The wait for room in a full queue: `false` when the sender task has stopped.
+type Room = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// The per-destination queues of one host.
 pub(crate) struct Batcher {
@@ -53,7 +55,7 @@ impl Batcher {
         call: t::Outgoing,
     ) -> impl Future<Output = Option<Outcome>> + use<> {
         let (tx, rx) = oneshot::channel();
-        let room = {
+        let room: Option<Room> = {
             let mut queues = self.queues.lock();
             let queue = match queues.get(node) {
                 Some(q) if !q.is_closed() => q,
@@ -68,13 +70,9 @@ impl Batcher {
                 // Waiting for room is rare: boxed, so that it does not grow the common case.
                 Err(mpsc::error::TrySendError::Full(item)) => {
                     let queue = queue.clone();
-                    let room: Pin<Box<dyn Future<Output = bool> + Send>> =
-                        Box::pin(async move { queue.send(item).await.is_ok() });
-                    Some(room)
+                    Some(Box::pin(async move { queue.send(item).await.is_ok() }))
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    Some(Box::pin(async { false }) as Pin<Box<dyn Future<Output = bool> + Send>>)
-                }
+                Err(mpsc::error::TrySendError::Closed(_)) => Some(Box::pin(async { false })),
             }
         };
         async move {

@@ -229,22 +229,19 @@ impl Client {
             });
         }
         if !wire.is_empty() {
-            for kind in CallKind::ALL {
-                if sent[kind.index()] > 0 {
-                    metrics::remote_sent(kind.label(), node, sent[kind.index()]);
-                }
+            let kinds_sent = || {
+                CallKind::ALL
+                    .into_iter()
+                    .map(|k| (k.label(), sent[k.index()]))
+                    .filter(|&(_, n)| n > 0)
+            };
+            for (kind, n) in kinds_sent() {
+                metrics::remote_sent(kind, node, n);
             }
             let replies = self.request(node, &wire, timeout).await;
             let elapsed = now.elapsed();
-            for kind in CallKind::ALL {
-                if sent[kind.index()] > 0 {
-                    metrics::remote_seconds(
-                        kind.label(),
-                        node,
-                        elapsed,
-                        sent[kind.index()] as usize,
-                    );
-                }
+            for (kind, n) in kinds_sent() {
+                metrics::remote_seconds(kind, node, elapsed, n as usize);
             }
             for (i, outcome) in sent_at.into_iter().zip(replies) {
                 outcomes[i] = Some(outcome);
